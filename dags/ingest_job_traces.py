@@ -1,0 +1,128 @@
+"""
+### Nightly job-trace ingest
+
+For each configured cluster (`include/config/clusters.yaml`) and the run's day (its data
+interval, a UTC day): **extract** the day's scheduler records (AcmeTrace CSV, Slurm `sacct`,
+Kubernetes JSON) into the lake's raw area → **parse** them into the canonical job record →
+**validate** with great-expectations (bad rows to quarantine with their reasons; the run
+fails when more than `ACME_QUARANTINE_MAX_SHARE` of an input is bad) → **publish** each
+job into the partition of its submit day, merged by job id, and update the
+`acme_job_traces` Asset.
+
+Re-runs, retries and backfills rewrite instead of duplicating: every job is in the lake
+exactly once, with its newest state.
+
+**Manual runs** (e.g. right after a crash, to see the day so far): set `day`, optionally
+`cluster`, and `source` + `input` to ingest a file exported by hand.
+**Backfill**: `airflow backfill create --dag-id ingest_job_traces --from-date 2023-07-01 --to-date 2023-07-31`.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, date, timedelta
+
+from airflow.sdk import CronDataIntervalTimetable, Param, dag, get_current_context, task
+
+from acme import config
+from acme_airflow.assets import JOB_TRACES
+from acme_airflow.defaults import DEFAULT_ARGS, Tag
+
+
+def _run_day(context) -> date:
+    """The UTC day this run is about: the `day` param, else the data interval, else yesterday."""
+    if context["params"].get("day"):
+        return date.fromisoformat(context["params"]["day"])
+    interval_start = context.get("data_interval_start")
+    if interval_start is not None:
+        return interval_start.astimezone(UTC).date()
+    return (context["dag_run"].run_after.astimezone(UTC) - timedelta(days=1)).date()
+
+
+@dag(
+    dag_id="ingest_job_traces",
+    schedule=CronDataIntervalTimetable("@daily", timezone="UTC"),
+    start_date=config.start_date(),
+    catchup=config.catchup(),
+    max_active_runs=config.max_active_runs(),
+    default_args=DEFAULT_ARGS,
+    tags=[Tag.INGEST, Tag.JOBS, Tag.NIGHTLY],
+    doc_md=__doc__,
+    params={
+        "cluster": Param("all", type="string", title="Cluster", description="A configured cluster, or all."),
+        "source": Param(
+            "configured",
+            enum=["configured", "acmetrace", "sacct", "k8s"],
+            title="Source format",
+            description="configured = each cluster's own source; otherwise read `input` in this format.",
+        ),
+        "day": Param(
+            None, type=["null", "string"], format="date", title="Day (UTC)",
+            description="Empty = the run's data interval (or yesterday for a manual run).",
+        ),
+        "input": Param(
+            None, type=["null", "string"], title="Input location",
+            description="Path or URL of a file to ingest instead of the configured one.",
+        ),
+    },
+)
+def ingest_job_traces():
+    @task
+    def plan_inputs() -> list[dict]:
+        from acme.clusters import load_clusters
+        from acme.ingest_jobs import plan_job_inputs
+
+        context = get_current_context()
+        params = context["params"]
+        return plan_job_inputs(
+            load_clusters(), _run_day(context), params["cluster"], params["source"], params.get("input")
+        )
+
+    @task(map_index_template="{{ planned['input']['cluster'] }}")
+    def extract(planned: dict) -> dict:
+        from acme.ingest_jobs import JobInput, extract_job_input
+        from acme_airflow.lake import task_lake
+
+        job_input = JobInput.from_dict(planned["input"])
+        return {"input": planned["input"], "raw": extract_job_input(task_lake(), job_input, planned["command"])}
+
+    @task(map_index_template="{{ extracted['input']['cluster'] }}")
+    def parse(extracted: dict) -> dict:
+        from acme.ingest_jobs import JobInput, parse_staged, staging_prefix
+        from acme_airflow.lake import task_lake
+
+        job_input = JobInput.from_dict(extracted["input"])
+        staging = staging_prefix(get_current_context()["run_id"], job_input)
+        parsed = parse_staged(task_lake(), job_input, extracted["raw"], staging)
+        return {**extracted, "staging": staging, "parsed": parsed}
+
+    @task(map_index_template="{{ parsed['input']['cluster'] }}")
+    def validate(parsed: dict) -> dict:
+        from acme.ingest_jobs import JobInput, validate_staged
+        from acme_airflow.lake import task_lake
+
+        job_input = JobInput.from_dict(parsed["input"])
+        validated = validate_staged(task_lake(), job_input, parsed["staging"], parsed["parsed"])
+        return {**parsed, "validated": validated}
+
+    @task(outlets=[JOB_TRACES], map_index_template="{{ validated['input']['cluster'] }}")
+    def publish(validated: dict) -> dict:
+        from acme.ingest_jobs import JobInput, publish_staged
+        from acme_airflow.lake import task_lake
+
+        job_input = JobInput.from_dict(validated["input"])
+        partitions = publish_staged(task_lake(), job_input, validated["staging"])
+        summary = {
+            "cluster": job_input.cluster,
+            "day": job_input.day.isoformat(),
+            "rows": validated["validated"]["accepted"],
+            "quarantined": validated["validated"]["quarantined"],
+            "partitions": partitions,
+            "quarantine": validated["validated"]["quarantine"],
+        }
+        get_current_context()["outlet_events"][JOB_TRACES].extra = summary
+        return summary
+
+    publish.expand(validated=validate.expand(parsed=parse.expand(extracted=extract.expand(planned=plan_inputs()))))
+
+
+ingest_job_traces()

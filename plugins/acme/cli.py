@@ -1,0 +1,126 @@
+"""Command line: thin wrappers that call the same functions as the Airflow tasks.
+
+Each command prints one JSON object on stdout; on unusable input it prints a one-line
+error naming the input and the problem on stderr and exits with status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import sys
+from collections.abc import Iterator, Sequence
+from datetime import date
+
+from acme.errors import AcmeError
+
+
+def _day(text: str) -> date:
+    try:
+        return date.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a day (YYYY-MM-DD)") from None
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m acme", description=__doc__.splitlines()[0])
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    ingest = commands.add_parser("ingest-jobs", help="parse, validate and publish one job-trace input")
+    ingest.add_argument("--format", required=True, choices=["acmetrace", "sacct", "k8s"])
+    ingest.add_argument("--cluster", required=True)
+    ingest.add_argument("--input", required=True, help="local path or URL (s3://…) of the input")
+    ingest.add_argument("--lake", required=True, help="lake root: a folder or s3://bucket/prefix")
+    ingest.add_argument("--day", type=_day, help="only jobs submitted on this UTC day (AcmeTrace)")
+    ingest.add_argument("--fields", help="comma-separated sacct fields of a header-less input")
+    ingest.add_argument(
+        "--max-quarantine-share", type=float, help="fail above this share of bad rows (default 0.01)"
+    )
+    ingest.set_defaults(handler=_ingest_jobs)
+
+    summary = commands.add_parser("lake-summary", help="what the lake holds: jobs per partition, quarantine")
+    summary.add_argument("--lake", help="lake root (default: ACME_LAKE_URI or ./lake)")
+    summary.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    summary.set_defaults(handler=_lake_summary)
+
+    synth = commands.add_parser("synth-trace", help="write a synthetic AcmeTrace CSV calibrated to the paper")
+    synth.add_argument("--cluster", required=True, choices=["seren", "kalos"])
+    synth.add_argument("--start", required=True, type=_day)
+    synth.add_argument("--days", required=True, type=int)
+    synth.add_argument("--scale", type=float, default=1.0, help="multiplier of the real daily job count")
+    synth.add_argument("--seed", type=int, default=0)
+    synth.add_argument("-o", "--output", required=True)
+    synth.set_defaults(handler=_synth_trace)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        summary = args.handler(args)
+    except AcmeError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if summary is not None:
+        print(json.dumps(summary, default=str))
+    return 0
+
+
+def _ingest_jobs(args: argparse.Namespace) -> dict:
+    from acme.ingest_jobs import JobInput, ingest_job_file
+    from acme.lake import open_lake
+
+    fields = tuple(f.strip() for f in args.fields.split(",") if f.strip()) if args.fields else None
+    job_input = JobInput(cluster=args.cluster, format=args.format, uri=args.input, day=args.day, fields=fields)
+    lake = open_lake(args.lake)
+    with _local_copy(args.input) as local_path:
+        return ingest_job_file(lake, job_input, local_path, args.max_quarantine_share)
+
+
+def _lake_summary(args: argparse.Namespace) -> dict | None:
+    from acme.lake import open_lake, summarize_jobs
+
+    summary = summarize_jobs(open_lake(args.lake))
+    if args.json:
+        return summary
+    print(f"lake: {summary['lake']}")
+    print(f"{'cluster':<10} {'date':<12} {'jobs':>8}  path")
+    for partition in summary["partitions"]:
+        print(f"{partition['cluster']:<10} {partition['date']:<12} {partition['rows']:>8}  {partition['path']}")
+    for item in summary["quarantine"]:
+        print(f"{item['cluster']:<10} {item['date']:<12} {item['rows']:>8}  {item['path']}  (quarantine)")
+    print(f"total: {summary['jobs']} jobs in {len(summary['partitions'])} partitions, "
+          f"{summary['quarantined']} rows quarantined")
+    return None
+
+
+def _synth_trace(args: argparse.Namespace) -> dict:
+    from acme.synth.trace import write_synth_trace
+
+    return write_synth_trace(args.cluster, args.start, args.days, args.output, scale=args.scale, seed=args.seed)
+
+
+@contextlib.contextmanager
+def _local_copy(uri: str) -> Iterator[str]:
+    """A local path for ``uri``: itself when local, else a downloaded temporary copy."""
+    import os
+
+    from acme.errors import InputError
+
+    if "://" not in uri or uri.startswith("file://"):
+        path = uri.removeprefix("file://")
+        if not os.path.exists(path):
+            raise InputError(uri, "no such file")
+        yield path
+        return
+    import tempfile
+
+    import fsspec
+
+    with tempfile.NamedTemporaryFile(suffix=os.path.splitext(uri)[1]) as handle:
+        try:
+            fsspec.open(uri, "rb").fs.get_file(uri, handle.name)
+        except (OSError, FileNotFoundError) as exc:
+            raise InputError(uri, f"cannot fetch: {exc}") from exc
+        yield handle.name

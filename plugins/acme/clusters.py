@@ -1,0 +1,91 @@
+"""Cluster configuration (``include/config/clusters.yaml``): where each cluster's jobs come from."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import date
+from functools import lru_cache
+from pathlib import Path
+
+from acme import config
+from acme.errors import ConfigError
+
+_CLUSTER_NAME = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")
+_FORMATS = ("acmetrace", "sacct", "k8s")
+
+
+@dataclass(frozen=True)
+class JobSource:
+    format: str
+    input: str | None = None  # path/URL pattern with {ds}, {cluster}, {include}
+    command: tuple[str, ...] | None = None  # live sacct: the command to prefix the sacct arguments with
+    fields: tuple[str, ...] | None = None
+    timezone: str = "UTC"
+
+    def input_for(self, cluster: str, day: date) -> str:
+        if self.input is None:
+            raise ConfigError(f"cluster {cluster}: jobs.input is not set")
+        return self.input.format(ds=day.isoformat(), cluster=cluster, include=config.include_dir())
+
+
+@dataclass(frozen=True)
+class Cluster:
+    name: str
+    jobs: JobSource
+
+
+def load_clusters(path: Path | None = None) -> dict[str, Cluster]:
+    """All configured clusters, validated (a clear ConfigError for any mistake)."""
+    return dict(_load(str(path or config.clusters_file())))
+
+
+@lru_cache(maxsize=4)
+def _load(path: str) -> tuple[tuple[str, Cluster], ...]:
+    import yaml
+
+    try:
+        document = yaml.safe_load(Path(path).read_text()) or {}
+    except (OSError, yaml.YAMLError) as exc:
+        raise ConfigError(f"cluster configuration {path}: cannot read: {exc}") from exc
+    clusters = document.get("clusters")
+    if not isinstance(clusters, dict) or not clusters:
+        raise ConfigError(f"cluster configuration {path}: 'clusters' must map names to settings")
+    loaded = []
+    for name, settings in clusters.items():
+        where = f"{path}: cluster {name!r}"
+        if not isinstance(name, str) or not _CLUSTER_NAME.match(name):
+            raise ConfigError(f"{where}: names are lower-case letters, digits, '-' and '_'")
+        jobs = (settings or {}).get("jobs")
+        if not isinstance(jobs, dict):
+            raise ConfigError(f"{where}: 'jobs' settings are missing")
+        loaded.append((name, Cluster(name, _job_source(jobs, where))))
+    return tuple(loaded)
+
+
+def _job_source(jobs: dict, where: str) -> JobSource:
+    unknown = set(jobs) - {"format", "input", "command", "fields", "timezone"}
+    if unknown:
+        raise ConfigError(f"{where}: unknown jobs settings {sorted(unknown)}")
+    fmt = jobs.get("format")
+    if fmt not in _FORMATS:
+        raise ConfigError(f"{where}: jobs.format must be one of {', '.join(_FORMATS)}, got {fmt!r}")
+    has_input, has_command = jobs.get("input") is not None, jobs.get("command") is not None
+    if has_input == has_command:
+        raise ConfigError(f"{where}: set exactly one of jobs.input and jobs.command")
+    command = jobs.get("command")
+    if has_command:
+        if fmt != "sacct":
+            raise ConfigError(f"{where}: jobs.command (live mode) exists for sacct only")
+        if not isinstance(command, list) or not all(isinstance(part, str) for part in command):
+            raise ConfigError(f"{where}: jobs.command must be a list of strings (no shell)")
+    fields = jobs.get("fields")
+    if isinstance(fields, str):
+        fields = [f.strip() for f in fields.split(",") if f.strip()]
+    return JobSource(
+        format=fmt,
+        input=jobs.get("input"),
+        command=tuple(command) if command else None,
+        fields=tuple(fields) if fields else None,
+        timezone=jobs.get("timezone", "UTC"),
+    )

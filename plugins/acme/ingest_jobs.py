@@ -1,0 +1,387 @@
+"""Job-trace ingest: parse a source, validate it, quarantine what fails, publish partitions.
+
+The steps are separate functions so the Airflow tasks (extract → parse → validate →
+publish) and the command line (all at once, in memory) run the same code.
+
+Idempotency: a job's partition is the UTC day of its submit time; publishing merges by
+job id under the partition's lock (a terminal state replaces RUNNING, a newer record of the
+same rank replaces an older one) and rewrites the partition whole, so re-runs, retries and
+overlapping backfills never duplicate a job. Quarantine and validation entries are keyed by
+the input (its URI and day), so they are replaced, not appended, by a re-run.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import date
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from acme import config
+from acme.errors import InputError, QuarantineThresholdError
+from acme.lake import Lake
+from acme.schema import JOB_COLUMNS, job_arrow_schema
+from acme.sources.base import REJECT_COLUMNS, ParseResult
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+FORMATS = ("acmetrace", "sacct", "k8s")
+QUARANTINE_COLUMNS = ["cluster", "source", "input", "stage", *REJECT_COLUMNS]
+
+
+@dataclass(frozen=True)
+class JobInput:
+    """One input of one run: which cluster, which source format, where, for which day."""
+
+    cluster: str
+    format: str
+    uri: str  # where the input came from (shown to people, part of the input key)
+    day: date | None = None
+    fields: tuple[str, ...] | None = None  # sacct header-less field list
+    timezone: str = "UTC"  # sacct prints naive local times in the cluster's zone
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form, for handing an input from one Airflow task to the next."""
+        return {
+            "cluster": self.cluster,
+            "format": self.format,
+            "uri": self.uri,
+            "day": self.day.isoformat() if self.day else None,
+            "fields": list(self.fields) if self.fields else None,
+            "timezone": self.timezone,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> JobInput:
+        return cls(
+            cluster=data["cluster"],
+            format=data["format"],
+            uri=data["uri"],
+            day=date.fromisoformat(data["day"]) if data.get("day") else None,
+            fields=tuple(data["fields"]) if data.get("fields") else None,
+            timezone=data.get("timezone") or "UTC",
+        )
+
+    @property
+    def key(self) -> str:
+        """Stable identity of this input: re-running it replaces what it wrote before."""
+        digest = hashlib.sha1(f"{self.format}|{self.uri}|{self.day}".encode()).hexdigest()[:16]
+        return f"{self.format}-{digest}"
+
+
+def plan_job_inputs(
+    clusters: dict, day: date, cluster: str = "all", source: str = "configured", input_uri: str | None = None
+) -> list[dict[str, Any]]:
+    """The inputs of one run: one per selected cluster, as dicts (with the live command, if any).
+
+    ``source`` other than ``configured`` overrides the cluster's format (with ``input_uri``
+    giving the location), for manual runs over a file someone exported by hand.
+    """
+    from acme.errors import ConfigError
+
+    if cluster != "all" and cluster not in clusters:
+        raise ConfigError(f"unknown cluster {cluster!r}; configured: {', '.join(sorted(clusters))}")
+    if source != "configured" and source not in FORMATS:
+        raise ConfigError(f"unknown source {source!r}; expected configured or one of {', '.join(FORMATS)}")
+    if source != "configured" and not input_uri:
+        raise ConfigError(f"source {source!r} was asked for: give the input location too")
+    planned = []
+    for name in sorted(clusters) if cluster == "all" else [cluster]:
+        jobs = clusters[name].jobs
+        fmt = jobs.format if source == "configured" else source
+        live = jobs.command if (jobs.command and not input_uri and fmt == "sacct") else None
+        uri = input_uri or ("sacct://" + "/".join(jobs.command) if live else jobs.input_for(name, day))
+        job_input = JobInput(name, fmt, uri, day, jobs.fields, jobs.timezone)
+        planned.append({"input": job_input.to_dict(), "command": list(live) if live else None})
+    return planned
+
+
+def parse_job_input(job_input: JobInput, local_path: str | Path) -> tuple[ParseResult, str]:
+    """Parse the local copy of an input; returns the result and the layout to validate with."""
+    if job_input.format not in FORMATS:
+        raise InputError(job_input.uri, f"unknown format {job_input.format!r}; expected one of {', '.join(FORMATS)}")
+    local_path = str(local_path)
+    if job_input.format == "acmetrace":
+        from acme.sources.acmetrace import detect_layout, parse_acmetrace
+
+        layout = detect_layout(local_path, job_input.uri)
+        result = parse_acmetrace(local_path, job_input.cluster, source_file=job_input.uri, day=job_input.day)
+        return result, layout
+    if job_input.format == "sacct":
+        from acme.sources.sacct import parse_sacct, read_sacct_file
+
+        text = read_sacct_file(local_path)
+        result = parse_sacct(
+            text,
+            job_input.cluster,
+            source_file=job_input.uri,
+            fields=job_input.fields,
+            day=job_input.day,
+            tz=job_input.timezone,
+        )
+        return result, "sacct"
+    from acme.sources.kubernetes import parse_kubernetes
+
+    data = Path(local_path).read_bytes()
+    return parse_kubernetes(data, job_input.cluster, source_file=job_input.uri, day=job_input.day), "k8s"
+
+
+def quarantine_frame(job_input: JobInput, rejects: pd.DataFrame, stage: str) -> pd.DataFrame:
+    return rejects.assign(
+        cluster=job_input.cluster, source=job_input.format, input=job_input.uri, stage=stage
+    )[QUARANTINE_COLUMNS]
+
+
+def quarantine_key(job_input: JobInput, first_day: date | None) -> str:
+    day = job_input.day or first_day
+    return f"quarantine/jobs/cluster={job_input.cluster}/date={day or 'undated'}/{job_input.key}.parquet"
+
+
+def write_quarantine(lake: Lake, job_input: JobInput, quarantined: pd.DataFrame, first_day: date | None) -> str | None:
+    """Replace this input's quarantine file (removing a stale one when nothing failed now)."""
+    import pyarrow as pa
+
+    key = quarantine_key(job_input, first_day)
+    if quarantined.empty:
+        if lake.exists(key):
+            lake.delete_prefix(key)
+        return None
+    table = pa.Table.from_pandas(quarantined.reset_index(drop=True), preserve_index=False)
+    return lake.write_parquet(key, table)
+
+
+def check_quarantine_share(
+    job_input: JobInput, rows_in: int, quarantined: pd.DataFrame, max_share: float | None = None
+) -> None:
+    """Fail the input when more than the allowed share of its rows was quarantined."""
+    max_share = config.quarantine_max_share() if max_share is None else max_share
+    if rows_in == 0 or quarantined.empty:
+        return
+    share = len(quarantined) / rows_in
+    if share <= max_share:
+        return
+    examples = "; ".join(
+        f"line {row.source_line}: {row.reason}" for row in quarantined.head(3).itertuples(index=False)
+    )
+    raise QuarantineThresholdError(
+        f"{job_input.uri}: {len(quarantined)} of {rows_in} rows ({share:.1%}) failed validation, "
+        f"above the allowed {max_share:.1%}; nothing was published. First: {examples}"
+    )
+
+
+def publish_jobs(lake: Lake, job_input: JobInput, accepted: pd.DataFrame, report: dict[str, Any]) -> list[str]:
+    """Merge accepted jobs into their submit-day partitions; returns the partition URLs."""
+    if accepted.empty:
+        return []
+    days = accepted["submit_time"].dt.date
+    published = []
+    for day, rows in accepted.groupby(days, sort=True):
+        partition = f"jobs/cluster={job_input.cluster}/date={day.isoformat()}"
+        incoming = _jobs_table(rows)
+        with lake.lock(f"jobs-{job_input.cluster}-{day.isoformat()}"):
+            key = f"{partition}/jobs.parquet"
+            existing = lake.read_parquet(key) if lake.exists(key) else None
+            merged = merge_job_tables(existing, incoming)
+            url = lake.write_parquet(key, merged)
+            _record_validation(lake, partition, job_input, report, len(rows), merged.num_rows)
+        published.append(url)
+    return published
+
+
+def merge_job_tables(existing, incoming):
+    """One row per job id: terminal states beat RUNNING; otherwise the incoming record wins."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if existing is None:
+        combined = incoming.append_column("_incoming", pa.array([1] * incoming.num_rows, pa.int8()))
+    else:
+        existing = existing.cast(incoming.schema)
+        combined = pa.concat_tables(
+            [
+                existing.append_column("_incoming", pa.array([0] * existing.num_rows, pa.int8())),
+                incoming.append_column("_incoming", pa.array([1] * incoming.num_rows, pa.int8())),
+            ]
+        )
+    terminal = pc.cast(pc.not_equal(combined["state"], "RUNNING"), pa.int8())
+    combined = combined.append_column("_terminal", terminal)
+    ranked = combined.sort_by([("job_id", "ascending"), ("_terminal", "descending"), ("_incoming", "descending")])
+    job_ids = ranked["job_id"].to_numpy(zero_copy_only=False)
+    first = np.ones(len(job_ids), dtype=bool)
+    first[1:] = job_ids[1:] != job_ids[:-1]
+    kept = ranked.filter(pa.array(first)).drop_columns(["_incoming", "_terminal"])
+    return kept.sort_by([("submit_time", "ascending"), ("job_id", "ascending")])
+
+
+def _record_validation(
+    lake: Lake, partition: str, job_input: JobInput, report: dict[str, Any], rows: int, partition_rows: int
+) -> None:
+    key = f"{partition}/_validation.json"
+    document = lake.read_json(key, default={"inputs": {}})
+    document["inputs"][job_input.key] = {
+        "input": job_input.uri,
+        "format": job_input.format,
+        "day": job_input.day,
+        "rows_published_here": rows,
+        "suite": report.get("suite"),
+        "success": report.get("success"),
+        "rows_validated": report.get("rows_validated"),
+        "rows_rejected": report.get("rows_rejected"),
+        "expectations": [
+            {k: v for k, v in item.items() if k != "observed"} for item in report.get("expectations", [])
+        ],
+    }
+    document["partition_rows"] = partition_rows
+    lake.write_json(key, document)
+
+
+def ingest_job_file(
+    lake: Lake, job_input: JobInput, local_path: str | Path, max_quarantine_share: float | None = None
+) -> dict[str, Any]:
+    """Everything at once, in memory (the command line): returns the run's summary."""
+    from acme.validate import validate_jobs
+
+    parsed, layout = parse_job_input(job_input, local_path)
+    outcome = validate_jobs(parsed.jobs, layout=layout, source_file=job_input.uri)
+    quarantined, quarantine_url = quarantine_input(
+        lake, job_input, parsed.rejects, outcome.rejected, _first_day(parsed.jobs),
+        parsed.rows_in - parsed.skipped_other_days, max_quarantine_share,
+    )  # fmt: skip
+    partitions = publish_jobs(lake, job_input, outcome.accepted, outcome.report)
+    return {
+        "rows": len(outcome.accepted),
+        "quarantined": len(quarantined),
+        "skipped_other_days": parsed.skipped_other_days,
+        "partitions": partitions,
+        "quarantine": quarantine_url,
+        "notes": parsed.notes,
+    }
+
+
+def quarantine_input(
+    lake: Lake,
+    job_input: JobInput,
+    parse_rejects: pd.DataFrame,
+    validation_rejects: pd.DataFrame,
+    first_day: date | None,
+    rows_in: int,
+    max_quarantine_share: float | None,
+) -> tuple[pd.DataFrame, str | None]:
+    """Write the input's quarantine, then fail it if too large a share of its rows is there."""
+    import pandas as pd
+
+    quarantined = pd.concat(
+        [quarantine_frame(job_input, parse_rejects, "parse"), quarantine_frame(job_input, validation_rejects, "validate")],
+        ignore_index=True,
+    ).sort_values("source_line", kind="stable")
+    url = write_quarantine(lake, job_input, quarantined, first_day)
+    check_quarantine_share(job_input, rows_in, quarantined, max_quarantine_share)
+    return quarantined, url
+
+
+def _first_day(jobs: pd.DataFrame) -> date | None:
+    if jobs.empty:
+        return None
+    return jobs["submit_time"].min().date()
+
+
+# --- the same steps as separate Airflow tasks, handing over through the lake -------------
+
+
+def staging_prefix(run_id: str, job_input: JobInput) -> str:
+    safe_run = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in run_id)
+    return f"staging/ingest_jobs/{safe_run}/{job_input.key}"
+
+
+def raw_key(job_input: JobInput) -> str:
+    suffix = "".join(Path(job_input.uri.split("?")[0]).suffixes[-2:]) or {
+        "sacct": ".txt", "k8s": ".json", "acmetrace": ".csv"
+    }[job_input.format]  # fmt: skip
+    day = job_input.day.isoformat() if job_input.day else "undated"
+    return f"raw/jobs/cluster={job_input.cluster}/date={day}/{job_input.key}{suffix}"
+
+
+def extract_job_input(lake: Lake, job_input: JobInput, command: Sequence[str] | None = None) -> str:
+    """Copy the day's input (or run live sacct) into the lake's raw area; returns its key."""
+    key = raw_key(job_input)
+    if command:
+        from acme.sources.sacct import DEFAULT_FIELDS, run_sacct
+
+        if job_input.day is None:
+            raise InputError(job_input.uri, "live sacct needs a day")
+        text = run_sacct(job_input.day, command, fields=job_input.fields or DEFAULT_FIELDS)
+        lake.write_bytes(key, text.encode())
+        return key
+    import fsspec
+
+    try:
+        with fsspec.open(job_input.uri, "rb") as handle:
+            data = handle.read()
+    except FileNotFoundError:
+        raise InputError(job_input.uri, f"no input for {job_input.cluster} on {job_input.day}") from None
+    except OSError as exc:
+        raise InputError(job_input.uri, f"cannot read: {exc}") from exc
+    lake.write_bytes(key, data)
+    return key
+
+
+def parse_staged(lake: Lake, job_input: JobInput, raw: str, staging: str) -> dict[str, Any]:
+    """Parse the raw copy; stage the canonical rows and the parse rejects."""
+    import pyarrow as pa
+
+    with lake.local_file(raw) as local_path:
+        parsed, layout = parse_job_input(job_input, local_path)
+    lake.write_parquet(f"{staging}/parsed.parquet", _jobs_table(parsed.jobs))
+    lake.write_parquet(
+        f"{staging}/parse_rejects.parquet", pa.Table.from_pandas(parsed.rejects, preserve_index=False)
+    )
+    return {
+        "layout": layout,
+        "rows_in": parsed.rows_in,
+        "parsed": len(parsed.jobs),
+        "parse_rejects": len(parsed.rejects),
+        "skipped_other_days": parsed.skipped_other_days,
+        "first_day": _first_day(parsed.jobs),
+        "notes": parsed.notes,
+    }
+
+
+def validate_staged(
+    lake: Lake, job_input: JobInput, staging: str, parsed: dict[str, Any], max_quarantine_share: float | None = None
+) -> dict[str, Any]:
+    """Validate the staged rows; write the input's quarantine; stage the accepted rows."""
+    from acme.schema import jobs_from_arrow
+    from acme.validate import validate_jobs
+
+    jobs = jobs_from_arrow(lake.read_parquet(f"{staging}/parsed.parquet"))
+    parse_rejects = lake.read_parquet(f"{staging}/parse_rejects.parquet").to_pandas().astype(REJECT_COLUMNS)
+    outcome = validate_jobs(jobs, layout=parsed["layout"], source_file=job_input.uri)
+    first_day = date.fromisoformat(str(parsed["first_day"])) if parsed.get("first_day") else None
+    quarantined, quarantine_url = quarantine_input(
+        lake, job_input, parse_rejects, outcome.rejected, first_day,
+        parsed["rows_in"] - parsed["skipped_other_days"], max_quarantine_share,
+    )  # fmt: skip
+    lake.write_parquet(f"{staging}/accepted.parquet", _jobs_table(outcome.accepted))
+    lake.write_json(f"{staging}/validation.json", outcome.report)
+    return {"accepted": len(outcome.accepted), "quarantined": len(quarantined), "quarantine": quarantine_url}
+
+
+def publish_staged(lake: Lake, job_input: JobInput, staging: str) -> list[str]:
+    """Merge the staged accepted rows into their partitions, then drop the staging area."""
+    from acme.schema import jobs_from_arrow
+
+    accepted = jobs_from_arrow(lake.read_parquet(f"{staging}/accepted.parquet"))
+    report = lake.read_json(f"{staging}/validation.json", default={})
+    partitions = publish_jobs(lake, job_input, accepted, report)
+    lake.delete_prefix(staging)
+    return partitions
+
+
+def _jobs_table(jobs: pd.DataFrame):
+    import pyarrow as pa
+
+    return pa.Table.from_pandas(jobs[list(JOB_COLUMNS)], schema=job_arrow_schema(), preserve_index=False)

@@ -1,0 +1,272 @@
+"""The lake: a local folder by default, an S3 prefix when configured, through the same code.
+
+Layout (Hive-style partitions, so DuckDB and pyarrow read them as datasets)::
+
+    jobs/cluster=<c>/date=<YYYY-MM-DD>/jobs.parquet          canonical jobs submitted that UTC day
+    jobs/cluster=<c>/date=<YYYY-MM-DD>/_validation.json      validation results, one entry per input
+    quarantine/jobs/cluster=<c>/date=<d>/<input_key>.parquet rejected rows of one input, with reasons
+    raw/jobs/cluster=<c>/date=<d>/<input_key><ext>           the extracted source, as received
+    staging/<run>/...                                         hand-over between the tasks of one run
+
+Every object is published whole: locally written to a temporary name and renamed over the
+target (``os.replace`` is atomic on POSIX); on S3 one PUT (readers see the old or the new
+object, never a part). Read-modify-write of a partition happens under a lock: ``flock``
+locally, a conditional PUT (``If-None-Match: *``) of a lock object on S3.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import time
+import uuid
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+from acme.errors import AcmeError, ConfigError
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+
+class LakeLockTimeout(AcmeError):
+    """Another writer held a partition lock for longer than we were willing to wait."""
+
+
+class Lake:
+    """Byte- and Parquet-level access to the lake rooted at ``uri``."""
+
+    def __init__(self, uri: str, storage_options: dict[str, Any] | None = None):
+        import fsspec
+
+        if not uri:
+            raise ConfigError("lake URI is empty (set ACME_LAKE_URI)")
+        self.uri = uri.rstrip("/")
+        self.storage_options = dict(storage_options or {})
+        self.fs, self.root = fsspec.core.url_to_fs(self.uri, **self.storage_options)
+        self.is_local = self.fs.protocol in ("file", "local") or "file" in self.fs.protocol
+        if self.is_local:
+            os.makedirs(self.root, exist_ok=True)
+
+    def __repr__(self) -> str:
+        return f"Lake({self.uri!r})"
+
+    # --- addressing -----------------------------------------------------------------
+    def path(self, key: str) -> str:
+        """Filesystem path (for ``self.fs``) of a key relative to the lake root."""
+        return f"{self.root}/{key.lstrip('/')}"
+
+    def url(self, key: str) -> str:
+        """Full URL of a key, as shown to people and other tools."""
+        return f"{self.uri}/{key.lstrip('/')}"
+
+    # --- reading ----------------------------------------------------------------------
+    def exists(self, key: str) -> bool:
+        return self.fs.exists(self.path(key))
+
+    def read_bytes(self, key: str) -> bytes:
+        return self.fs.cat_file(self.path(key))
+
+    def read_json(self, key: str, default: Any = None) -> Any:
+        if not self.exists(key):
+            return default
+        return json.loads(self.read_bytes(key))
+
+    def read_parquet(self, key: str) -> pa.Table:
+        import pyarrow.parquet as pq
+
+        with self.fs.open(self.path(key), "rb") as handle:
+            return pq.read_table(handle)
+
+    def list(self, prefix: str) -> list[str]:
+        """Keys of all objects under ``prefix``, sorted."""
+        base = self.path(prefix)
+        if not self.fs.exists(base):
+            return []
+        root = self.root.rstrip("/") + "/"
+        keys = [p[len(root) :] if p.startswith(root) else p for p in self.fs.find(base)]
+        return sorted(k for k in keys if ".tmp-" not in k)
+
+    # --- writing (every write publishes a whole object) -------------------------------
+    def write_bytes(self, key: str, data: bytes) -> str:
+        target = self.path(key)
+        if self.is_local:
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            temporary = f"{target}.tmp-{uuid.uuid4().hex}"
+            try:
+                with open(temporary, "wb") as handle:
+                    handle.write(data)
+                    handle.flush()
+                    os.fsync(handle.fileno())
+                os.replace(temporary, target)
+            finally:
+                if os.path.exists(temporary):
+                    os.unlink(temporary)
+        else:
+            self.fs.pipe_file(target, data)
+        return self.url(key)
+
+    def write_json(self, key: str, document: Any) -> str:
+        text = json.dumps(document, indent=2, sort_keys=True, default=str)
+        return self.write_bytes(key, text.encode())
+
+    def write_parquet(self, key: str, table: pa.Table) -> str:
+        import pyarrow.parquet as pq
+
+        buffer = io.BytesIO()
+        pq.write_table(table, buffer, compression="zstd", write_statistics=True)
+        return self.write_bytes(key, buffer.getvalue())
+
+    def upload_file(self, local_path: str, key: str) -> str:
+        with open(local_path, "rb") as handle:
+            return self.write_bytes(key, handle.read())
+
+    def delete_prefix(self, prefix: str) -> None:
+        base = self.path(prefix)
+        if self.fs.exists(base):
+            self.fs.rm(base, recursive=True)
+
+    @contextlib.contextmanager
+    def local_file(self, key: str) -> Iterator[str]:
+        """A local filesystem path holding the object (the object itself when local)."""
+        if self.is_local:
+            yield self.path(key)
+            return
+        import tempfile
+
+        suffix = os.path.splitext(key)[1]
+        with tempfile.NamedTemporaryFile(suffix=suffix) as handle:
+            self.fs.get_file(self.path(key), handle.name)
+            yield handle.name
+
+    # --- locking ------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def lock(self, name: str, timeout_s: float = 300.0, stale_after_s: float = 900.0) -> Iterator[None]:
+        """Exclusive lock named ``name`` shared by every process using this lake."""
+        if self.is_local:
+            with self._local_lock(name, timeout_s):
+                yield
+        else:
+            with self._s3_lock(name, timeout_s, stale_after_s):
+                yield
+
+    @contextlib.contextmanager
+    def _local_lock(self, name: str, timeout_s: float) -> Iterator[None]:
+        import fcntl
+
+        lock_path = self.path(f"_locks/{name}.lock")
+        os.makedirs(os.path.dirname(lock_path), exist_ok=True)
+        deadline = time.monotonic() + timeout_s
+        with open(lock_path, "a") as handle:
+            while True:
+                try:
+                    fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if time.monotonic() > deadline:
+                        raise LakeLockTimeout(f"lock {lock_path} held for over {timeout_s:.0f} s") from None
+                    time.sleep(0.05)
+            try:
+                yield
+            finally:
+                fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+
+    @contextlib.contextmanager
+    def _s3_lock(self, name: str, timeout_s: float, stale_after_s: float) -> Iterator[None]:
+        import botocore.exceptions
+
+        client = self._s3_client()
+        bucket, _, prefix = self.root.partition("/")
+        key = f"{prefix}/_locks/{name}".lstrip("/")
+        owner = f"{os.uname().nodename}:{os.getpid()}:{uuid.uuid4().hex}"
+        deadline = time.monotonic() + timeout_s
+        while True:
+            body = json.dumps({"owner": owner, "since": time.time()}).encode()
+            try:
+                client.put_object(Bucket=bucket, Key=key, Body=body, IfNoneMatch="*")
+                break
+            except botocore.exceptions.ClientError as exc:
+                code = exc.response.get("Error", {}).get("Code")
+                if code not in ("PreconditionFailed", "ConditionalRequestConflict"):
+                    raise
+            if self._s3_lock_is_stale(client, bucket, key, stale_after_s):
+                client.delete_object(Bucket=bucket, Key=key)
+                continue
+            if time.monotonic() > deadline:
+                raise LakeLockTimeout(f"lock s3://{bucket}/{key} held for over {timeout_s:.0f} s")
+            time.sleep(0.2)
+        try:
+            yield
+        finally:
+            client.delete_object(Bucket=bucket, Key=key)
+
+    @staticmethod
+    def _s3_lock_is_stale(client: Any, bucket: str, key: str, stale_after_s: float) -> bool:
+        import botocore.exceptions
+
+        try:
+            held = json.loads(client.get_object(Bucket=bucket, Key=key)["Body"].read())
+        except (botocore.exceptions.ClientError, ValueError):
+            return False
+        return time.time() - float(held.get("since", time.time())) > stale_after_s
+
+    def _s3_client(self) -> Any:
+        import boto3
+
+        options = self.storage_options
+        client_kwargs = dict(options.get("client_kwargs") or {})
+        return boto3.client(
+            "s3",
+            aws_access_key_id=options.get("key"),
+            aws_secret_access_key=options.get("secret"),
+            aws_session_token=options.get("token"),
+            endpoint_url=client_kwargs.get("endpoint_url") or options.get("endpoint_url"),
+            region_name=client_kwargs.get("region_name"),
+        )
+
+
+def open_lake(uri: str | None = None, storage_options: dict[str, Any] | None = None) -> Lake:
+    """The configured lake (``ACME_LAKE_URI``), or ``uri`` when given.
+
+    Outside Airflow, S3 credentials come from the standard AWS environment variables;
+    ``AWS_ENDPOINT_URL_S3`` / ``AWS_ENDPOINT_URL`` point at an S3-compatible server.
+    """
+    from acme import config
+
+    uri = uri or config.lake_uri()
+    if storage_options is None and uri.startswith("s3://"):
+        endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
+        storage_options = {"client_kwargs": {"endpoint_url": endpoint}} if endpoint else {}
+    return Lake(uri, storage_options)
+
+
+def summarize_jobs(lake: Lake) -> dict[str, Any]:
+    """What the lake holds: rows per job partition and per quarantine file, and where."""
+    import pyarrow.parquet as pq
+
+    def rows(key: str) -> int:
+        with lake.fs.open(lake.path(key), "rb") as handle:
+            return pq.ParquetFile(handle).metadata.num_rows
+
+    def partition_of(key: str) -> dict[str, str]:
+        return dict(part.split("=", 1) for part in key.split("/") if "=" in part)
+
+    partitions = [
+        {**partition_of(key), "rows": rows(key), "path": lake.url(key)}
+        for key in lake.list("jobs")
+        if key.endswith(".parquet")
+    ]
+    quarantine = [
+        {**partition_of(key), "rows": rows(key), "path": lake.url(key)}
+        for key in lake.list("quarantine/jobs")
+        if key.endswith(".parquet")
+    ]
+    return {
+        "lake": lake.uri,
+        "jobs": sum(p["rows"] for p in partitions),
+        "quarantined": sum(q["rows"] for q in quarantine),
+        "partitions": partitions,
+        "quarantine": quarantine,
+    }

@@ -1,0 +1,103 @@
+"""The canonical job record every source is parsed into, and its vocabularies.
+
+One row per job (array tasks and heterogeneous parts count as jobs; Slurm job steps are
+folded into their job). Times are tz-aware UTC. Durations are seconds:
+
+- ``queue_s``  = start − submit
+- ``run_s``    = end − start (true run time, excludes queueing; null while RUNNING)
+- ``gpu_time`` = gpu_num × run_s (GPU-seconds)
+
+The source's own figures are kept beside them (``source_duration_s``, ``source_gpu_time``):
+AcmeTrace Kalos ``duration`` is end − submit, so it includes queueing.
+"""
+
+from __future__ import annotations
+
+STATES = (
+    "COMPLETED",
+    "FAILED",
+    "CANCELLED",
+    "PREEMPTED",
+    "TIMEOUT",
+    "NODE_FAIL",
+    "OUT_OF_MEMORY",
+    "RUNNING",
+)
+
+# Coarse outcome used by the characterization (the paper's completed / canceled / failed).
+# AcmeTrace documents TIMEOUT and NODE_FAIL as failed; OUT_OF_MEMORY is a failure of the job
+# itself. PREEMPTED is undocumented there: the scheduler stopped a healthy job, which is
+# closest to a cancellation, so it is grouped with CANCELLED.
+STATE_GROUPS = {
+    "COMPLETED": "completed",
+    "FAILED": "failed",
+    "TIMEOUT": "failed",
+    "NODE_FAIL": "failed",
+    "OUT_OF_MEMORY": "failed",
+    "CANCELLED": "cancelled",
+    "PREEMPTED": "cancelled",
+    "RUNNING": "running",
+}
+
+TERMINAL_STATES = tuple(s for s in STATES if s != "RUNNING")
+
+JOB_TYPES = ("Eval", "Pretrain", "SFT", "MLLM", "Debug", "Other", "CPU")
+
+SOURCES = ("acmetrace", "sacct", "k8s")
+
+# Canonical columns in their order, with the pandas dtype each has after parsing.
+JOB_COLUMNS: dict[str, str] = {
+    "cluster": "str",
+    "job_id": "str",
+    "job_name": "str",  # null where the source has none (AcmeTrace)
+    "user": "str",
+    "job_type": "str",
+    "state": "str",
+    "state_group": "str",
+    "submit_time": "datetime64[us, UTC]",
+    "start_time": "datetime64[us, UTC]",  # null if the job never started
+    "end_time": "datetime64[us, UTC]",  # null while RUNNING or never started
+    "queue_s": "float64",
+    "run_s": "float64",
+    "gpu_num": "Int64",
+    "cpu_num": "Int64",
+    "node_num": "Int64",
+    "node_list": "str",  # scheduler's node list as given (Slurm hostlist), null if unknown
+    "gpu_time": "float64",
+    "exit_code": "Int64",  # null where the source has none
+    "source": "str",
+    "source_duration_s": "float64",  # the source's own duration figure, if any
+    "source_gpu_time": "float64",  # the source's own GPU time figure, if any
+    "source_file": "str",
+    "source_line": "Int64",  # 1-based physical line (CSV) or record index (JSON)
+}
+
+JOB_KEY = ("cluster", "job_id")
+
+
+def state_rank(state: str) -> int:
+    """Newer information wins on merge: any terminal state outranks RUNNING."""
+    return 0 if state == "RUNNING" else 1
+
+
+def job_arrow_schema():
+    """The Parquet schema of a job partition (identical in every partition)."""
+    import pyarrow as pa
+
+    timestamp = pa.timestamp("us", tz="UTC")
+    arrow_types = {
+        "str": pa.string(),
+        "datetime64[us, UTC]": timestamp,
+        "float64": pa.float64(),
+        "Int64": pa.int64(),
+    }
+    return pa.schema([pa.field(name, arrow_types[dtype]) for name, dtype in JOB_COLUMNS.items()])
+
+
+def jobs_from_arrow(table):
+    """Canonical pandas frame from a job table read back from Parquet (nullable integers kept)."""
+    import pandas as pd
+    import pyarrow as pa
+
+    frame = table.to_pandas(types_mapper={pa.int64(): pd.Int64Dtype()}.get)
+    return frame[list(JOB_COLUMNS)]

@@ -1,0 +1,199 @@
+"""Validation of canonical job records with great-expectations 1.x.
+
+One suite per source: the canonical expectations every job record must meet (keys,
+vocabularies, time order, non-negative durations, GPU time = GPUs × run time, tz-aware
+times) plus the source's own consistency checks (AcmeTrace's ``duration`` and
+``gpu_time`` columns against the times). Rows that fail any row-level expectation are
+rejected with the reasons of every expectation they failed; table-level failures (a
+missing column, naive or wrongly typed times) mean the schema drifted and nothing of the
+input is published.
+
+great-expectations is imported inside the functions: its import costs seconds.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from acme.errors import SchemaDriftError
+from acme.schema import JOB_COLUMNS, JOB_TYPES, SOURCES, STATE_GROUPS, STATES
+from acme.sources.base import REJECT_COLUMNS, record_text
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+# What the source's own ``duration`` column measures, per source layout:
+# "run" = end - start, "submit" = end - submit (Kalos includes queueing), None = no such column.
+DURATION_BASIS = {"seren": "run", "kalos": "submit", "sacct": "run", "k8s": None}
+
+# Absolute tolerance of the consistency checks: sources round to whole seconds.
+TOLERANCE_S = 1.0
+
+
+@dataclass
+class ValidationOutcome:
+    accepted: pd.DataFrame  # canonical rows that met every expectation
+    rejected: pd.DataFrame  # REJECT_COLUMNS: the canonical row as JSON and the failed expectations
+    report: dict[str, Any]  # JSON-ready summary, saved beside the partition
+
+
+def validate_jobs(jobs: pd.DataFrame, *, layout: str, source_file: str) -> ValidationOutcome:
+    """Run the job suite for ``layout`` (seren, kalos, sacct, k8s) over ``jobs``."""
+    import pandas as pd
+
+    frame = _with_derived_columns(jobs.reset_index(drop=True), DURATION_BASIS.get(layout))
+    expectations = build_job_expectations(layout)
+    results = _run_suite(frame, expectations, suite_name=f"jobs_{layout}")
+
+    table_failures = [r for r in results if not r["success"] and r["row_level"] is False]
+    if table_failures:
+        detail = "; ".join(f"{r['expectation']}({r['column']}): {r['observed']}" for r in table_failures)
+        raise SchemaDriftError(source_file, f"parsed job records do not match the canonical schema: {detail}")
+
+    reasons: dict[int, list[str]] = {}
+    for result in results:
+        for index in result.pop("unexpected_index_list"):
+            reasons.setdefault(int(index), []).append(result["reason"])
+    bad = sorted(reasons)
+    accepted = jobs.reset_index(drop=True).drop(index=bad)
+    rejected_rows = jobs.reset_index(drop=True).loc[bad]
+    rejected = pd.DataFrame(
+        {
+            "source_file": rejected_rows["source_file"].fillna(source_file),
+            "source_line": rejected_rows["source_line"],
+            "reason": ["; ".join(reasons[i]) for i in bad],
+            "record": [record_text(row) for row in rejected_rows[list(JOB_COLUMNS)].to_dict("records")],
+        }
+    ).astype(REJECT_COLUMNS)
+    report = {
+        "suite": f"jobs_{layout}",
+        "success": not bad,
+        "rows_validated": len(frame),
+        "rows_rejected": len(bad),
+        "expectations": results,
+    }
+    return ValidationOutcome(accepted.reset_index(drop=True), rejected.reset_index(drop=True), report)
+
+
+def build_job_expectations(layout: str) -> list:
+    """The expectations of the suite for one source layout, each with the reason it stands for."""
+    import great_expectations as gx
+    from great_expectations.expectations.row_conditions import Column
+
+    e = gx.expectations
+    not_running = {"row_condition": Column("state") != "RUNNING"}
+    running = {"row_condition": Column("state") == "RUNNING"}
+    expectations = [
+        e.ExpectTableColumnsToMatchSet(column_set=list(JOB_COLUMNS) + _DERIVED, exact_match=True),
+        # The pandas type of a tz-aware column is Timestamp; a naive one is numpy.datetime64.
+        *(
+            e.ExpectColumnValuesToBeOfType(column=name, type_="Timestamp", meta={"reason": f"{name} is not tz-aware"})
+            for name in ("submit_time", "start_time", "end_time")
+        ),
+        *(
+            e.ExpectColumnValuesToNotBeNull(column=name, meta={"reason": f"{name} is missing"})
+            for name in ("job_id", "user", "job_type", "state", "submit_time", "gpu_num")
+        ),
+        e.ExpectColumnValuesToBeUnique(column="job_id", meta={"reason": "job_id appears more than once"}),
+        e.ExpectColumnValuesToBeInSet(column="state", value_set=list(STATES), meta={"reason": "unknown state"}),
+        e.ExpectColumnValuesToBeInSet(
+            column="state_group", value_set=sorted(set(STATE_GROUPS.values())), meta={"reason": "unknown state group"}
+        ),
+        e.ExpectColumnValuesToBeInSet(column="job_type", value_set=list(JOB_TYPES), meta={"reason": "unknown job type"}),
+        e.ExpectColumnValuesToBeInSet(column="source", value_set=list(SOURCES), meta={"reason": "unknown source"}),
+        e.ExpectColumnPairValuesAToBeGreaterThanB(
+            column_A="start_time", column_B="submit_time", or_equal=True,
+            ignore_row_if="either_value_is_missing", meta={"reason": "start_time before submit_time"},
+        ),
+        e.ExpectColumnPairValuesAToBeGreaterThanB(
+            column_A="end_time", column_B="start_time", or_equal=True,
+            ignore_row_if="either_value_is_missing", meta={"reason": "end_time before start_time"},
+        ),
+        e.ExpectColumnValuesToNotBeNull(
+            column="end_time", **not_running, meta={"reason": "finished job without end_time"}
+        ),
+        e.ExpectColumnValuesToBeNull(column="end_time", **running, meta={"reason": "RUNNING job with an end_time"}),
+        *(
+            e.ExpectColumnValuesToBeBetween(column=name, min_value=0, meta={"reason": f"negative {name}"})
+            for name in ("queue_s", "run_s", "gpu_num", "cpu_num", "node_num", "gpu_time")
+        ),
+        e.ExpectColumnValuesToBeBetween(
+            column="_gpu_time_gap", max_value=TOLERANCE_S, meta={"reason": "gpu_time differs from gpu_num × run_s"}
+        ),
+    ]
+    if layout in ("seren", "kalos"):
+        expectations.append(
+            e.ExpectColumnValuesToBeBetween(
+                column="_source_gpu_time_gap", max_value=TOLERANCE_S,
+                meta={"reason": "source gpu_time differs from gpu_num × source duration"},
+            )
+        )
+    if DURATION_BASIS.get(layout):
+        basis = "end − start" if DURATION_BASIS[layout] == "run" else "end − submit"
+        expectations.append(
+            e.ExpectColumnValuesToBeBetween(
+                column="_source_duration_gap", max_value=TOLERANCE_S,
+                meta={"reason": f"source duration differs from {basis}"},
+            )
+        )
+    return expectations
+
+
+_DERIVED = ["_gpu_time_gap", "_source_gpu_time_gap", "_source_duration_gap"]
+
+
+def _with_derived_columns(jobs: pd.DataFrame, duration_basis: str | None) -> pd.DataFrame:
+    """A copy with the gaps the consistency expectations bound (null where not applicable)."""
+    gpus = jobs["gpu_num"].astype("float64")
+    if duration_basis == "submit":
+        measured = (jobs["end_time"] - jobs["submit_time"]).dt.total_seconds()
+    else:
+        measured = jobs["run_s"]
+    return jobs.assign(
+        _gpu_time_gap=(jobs["gpu_time"] - gpus * jobs["run_s"]).abs(),
+        _source_gpu_time_gap=(jobs["source_gpu_time"] - gpus * jobs["source_duration_s"]).abs(),
+        _source_duration_gap=(jobs["source_duration_s"] - measured).abs(),
+    )
+
+
+def _run_suite(frame: pd.DataFrame, expectations: list, suite_name: str) -> list[dict[str, Any]]:
+    os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
+    import great_expectations as gx
+
+    context = gx.get_context(mode="ephemeral")
+    context.variables.progress_bars = {"globally": False, "metric_calculations": False}
+    batch_definition = (
+        context.data_sources.add_pandas("acme")
+        .add_dataframe_asset("jobs")
+        .add_batch_definition_whole_dataframe("whole")
+    )
+    suite = context.suites.add(gx.ExpectationSuite(name=suite_name, expectations=expectations))
+    batch = batch_definition.get_batch(batch_parameters={"dataframe": frame})
+    validation = batch.validate(suite, result_format={"result_format": "COMPLETE"})
+    summaries = []
+    for result in validation.results:
+        configuration = result.expectation_config
+        kwargs = configuration.kwargs
+        details = result.result or {}
+        row_level = "unexpected_index_list" in details or "unexpected_count" in details
+        if result.exception_info and result.exception_info.get("raised_exception"):
+            raise RuntimeError(
+                f"expectation {configuration.type} failed to run: {result.exception_info['exception_message']}"
+            )
+        summaries.append(
+            {
+                "expectation": configuration.type,
+                "column": kwargs.get("column") or ",".join(
+                    str(kwargs[k]) for k in ("column_A", "column_B") if k in kwargs
+                ),
+                "reason": (configuration.meta or {}).get("reason", configuration.type),
+                "success": bool(result.success),
+                "row_level": row_level,
+                "unexpected_count": int(details.get("unexpected_count") or 0),
+                "observed": details.get("observed_value"),
+                "unexpected_index_list": list(details.get("unexpected_index_list") or []),
+            }
+        )
+    return summaries

@@ -1,0 +1,1 @@
+"""Airflow adapters of the acme package: Assets, default task arguments, the lake from connections."""

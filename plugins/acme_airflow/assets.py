@@ -1,0 +1,6 @@
+"""The datasets the DAGs produce and consume, declared once."""
+
+from airflow.sdk import Asset
+
+# Canonical job records, partitioned by cluster and submit day (acme.lake documents the layout).
+JOB_TRACES = Asset(name="acme_job_traces", uri="acme://lake/jobs", group="acme")

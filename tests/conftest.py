@@ -1,0 +1,50 @@
+"""Test settings: a project-local Airflow home for tests, set before anything imports airflow."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED_REFERENCE = ROOT.parent / "shared" / "reference"
+
+os.environ["AIRFLOW_HOME"] = str(ROOT / ".airflow-test")
+os.environ["AIRFLOW__CORE__DAGS_FOLDER"] = str(ROOT / "dags")
+os.environ["AIRFLOW__CORE__PLUGINS_FOLDER"] = str(ROOT / "plugins")
+os.environ["AIRFLOW__CORE__LOAD_EXAMPLES"] = "False"
+os.environ["AIRFLOW__CORE__PARALLELISM"] = "2"
+os.environ["GX_ANALYTICS_ENABLED"] = "false"
+# Tests must never write into the demo lake.
+os.environ["ACME_LAKE_URI"] = str(ROOT / ".airflow-test" / "lake-must-be-overridden")
+
+
+@pytest.fixture(scope="session")
+def airflow_db() -> Path:
+    """A migrated SQLite metadata DB for dag.test() (migrated once, then reused)."""
+    home = Path(os.environ["AIRFLOW_HOME"])
+    stamp = home / ".migrated"
+    if not stamp.exists():
+        home.mkdir(parents=True, exist_ok=True)
+        airflow = Path(sys.executable).with_name("airflow")
+        subprocess.run([str(airflow), "db", "migrate"], check=True, capture_output=True)
+        stamp.touch()
+    return home
+
+
+@pytest.fixture
+def lake_dir(tmp_path, monkeypatch) -> Path:
+    """A fresh local lake for one test, also set as ACME_LAKE_URI."""
+    lake = tmp_path / "lake"
+    monkeypatch.setenv("ACME_LAKE_URI", str(lake))
+    return lake
+
+
+@pytest.fixture(scope="session")
+def shared_reference() -> Path:
+    if not SHARED_REFERENCE.exists():
+        pytest.skip("../shared/reference is not next to the repository")
+    return SHARED_REFERENCE

@@ -1,0 +1,168 @@
+"""AcmeTrace CSV parsing on the real sample rows of both clusters, and on broken files."""
+
+from __future__ import annotations
+
+import gzip
+from datetime import date
+
+import pandas as pd
+import pytest
+
+from acme.errors import InputError, SchemaDriftError
+from acme.sources.acmetrace import KALOS_COLUMNS, SEREN_COLUMNS, parse_acmetrace
+
+
+@pytest.fixture
+def seren_sample(shared_reference):
+    return shared_reference / "acmetrace" / "samples" / "trace_seren_sample.csv"
+
+
+@pytest.fixture
+def kalos_sample(shared_reference):
+    return shared_reference / "acmetrace" / "samples" / "trace_kalos_sample.csv"
+
+
+def write(tmp_path, name: str, content: bytes | str):
+    path = tmp_path / name
+    path.write_bytes(content.encode() if isinstance(content, str) else content)
+    return path
+
+
+def test_seren_sample_rows_are_converted_to_utc_with_true_run_time(seren_sample):
+    result = parse_acmetrace(seren_sample, "seren")
+    jobs = result.jobs
+    assert result.rows_in == 5 and len(jobs) == 5 and result.rejects.empty
+    first = jobs.iloc[0]
+    # 2023-03-01 00:18:22+08:00 is the previous day in UTC.
+    assert first["submit_time"] == pd.Timestamp("2023-02-28 16:18:22", tz="UTC")
+    assert first["job_id"] == "5778432" and first["user"] == "u5907" and first["job_type"] == "Other"
+    assert first["state"] == "FAILED" and first["state_group"] == "failed"
+    assert first["queue_s"] == 32 and first["run_s"] == 117
+    # Seren's duration is end - start: the source figure equals the true run time.
+    assert (jobs["source_duration_s"] == jobs["run_s"]).all()
+    assert (jobs["gpu_time"] == jobs["gpu_num"] * jobs["run_s"]).all()
+    assert list(jobs["source_line"]) == [2, 3, 4, 5, 6]
+    assert str(jobs["submit_time"].dtype) == "datetime64[us, UTC]"
+
+
+def test_kalos_duration_includes_queueing_but_run_time_does_not(kalos_sample):
+    jobs = parse_acmetrace(kalos_sample, "kalos").jobs
+    first = jobs.iloc[0]
+    assert first["job_id"] == "dlctk696s0jbvitv"
+    assert first["queue_s"] == 10 and first["run_s"] == 8 and first["source_duration_s"] == 18
+    assert first["source_gpu_time"] == 64 * 18 and first["gpu_time"] == 64 * 8
+    elapsed = (jobs["end_time"] - jobs["submit_time"]).dt.total_seconds()
+    assert (jobs["source_duration_s"] == elapsed).all()
+
+
+def test_kalos_running_rows_have_no_end_and_no_run_time(tmp_path, kalos_sample):
+    header, row = kalos_sample.read_text().splitlines()[:2]
+    fields = row.split(",")
+    fields[KALOS_COLUMNS.index("state")] = "RUNNING"
+    for name in ("end_time", "fail_time", "stop_time", "duration", "gpu_time"):
+        fields[KALOS_COLUMNS.index(name)] = ""
+    path = write(tmp_path, "running.csv", f"{header}\n{','.join(fields)}\n")
+    jobs = parse_acmetrace(path, "kalos").jobs
+    assert len(jobs) == 1
+    assert jobs.loc[0, "state_group"] == "running"
+    assert pd.isna(jobs.loc[0, "end_time"]) and pd.isna(jobs.loc[0, "run_s"])
+
+
+def test_gzip_input_is_read(tmp_path, seren_sample):
+    path = tmp_path / "seren.csv.gz"
+    path.write_bytes(gzip.compress(seren_sample.read_bytes()))
+    result = parse_acmetrace(path, "seren")
+    assert len(result.jobs) == 5 and list(result.jobs["source_line"]) == [2, 3, 4, 5, 6]
+
+
+def test_day_selects_jobs_submitted_that_utc_day(seren_sample):
+    result = parse_acmetrace(seren_sample, "seren", day=date(2023, 2, 28))
+    assert len(result.jobs) == 5 and result.skipped_other_days == 0
+    other = parse_acmetrace(seren_sample, "seren", day=date(2023, 3, 1))
+    assert other.jobs.empty and other.skipped_other_days == 5
+
+
+def test_empty_file_is_a_clear_error(tmp_path):
+    with pytest.raises(InputError, match="empty file"):
+        parse_acmetrace(write(tmp_path, "empty.csv", ""), "seren")
+
+
+def test_wrong_delimiter_is_named(tmp_path, seren_sample):
+    text = seren_sample.read_text().replace(",", ";")
+    with pytest.raises(InputError, match="wrong delimiter.*';'"):
+        parse_acmetrace(write(tmp_path, "semicolon.csv", text), "seren")
+
+
+def test_missing_header_is_named(tmp_path, seren_sample):
+    rows = seren_sample.read_text().splitlines()[1:]
+    with pytest.raises(InputError, match="missing header") as caught:
+        parse_acmetrace(write(tmp_path, "noheader.csv", "\n".join(rows)), "seren")
+    assert caught.value.line == 1 and "noheader.csv" in str(caught.value)
+
+
+def test_schema_drift_names_the_missing_and_unexpected_columns(tmp_path, seren_sample):
+    lines = seren_sample.read_text().splitlines()
+    lines[0] = lines[0].replace("gpu_time", "gpu_hours")
+    with pytest.raises(SchemaDriftError, match="missing: gpu_time; unexpected: gpu_hours"):
+        parse_acmetrace(write(tmp_path, "drift.csv", "\n".join(lines)), "seren")
+
+
+def test_truncated_last_line_is_rejected_with_its_line_number(tmp_path, seren_sample):
+    text = seren_sample.read_text().rstrip("\n")
+    truncated = text[: text.rfind(",")]  # the last line loses its final field
+    result = parse_acmetrace(write(tmp_path, "truncated.csv", truncated), "seren")
+    assert len(result.jobs) == 4
+    assert list(result.rejects["source_line"]) == [6]
+    assert "Expected Number of Columns: 13 Found: 12" in result.rejects.loc[0, "reason"]
+    assert result.rejects.loc[0, "record"] == truncated.splitlines()[-1]
+
+
+def test_non_utf8_bytes_reject_only_that_line(tmp_path, seren_sample):
+    lines = seren_sample.read_bytes().split(b"\n")
+    lines[2] = lines[2].replace(b"u5907", b"u\xff\xfe07")
+    result = parse_acmetrace(write(tmp_path, "latin.csv", b"\n".join(lines)), "seren")
+    assert len(result.jobs) == 4
+    assert list(result.rejects["source_line"]) == [3]
+    assert "not utf-8" in result.rejects.loc[0, "reason"]
+    # The lines after the bad one keep their own line numbers.
+    assert list(result.jobs["source_line"]) == [2, 4, 5, 6]
+
+
+def test_naive_and_unparseable_timestamps_are_rejected_with_reasons(tmp_path, seren_sample):
+    lines = seren_sample.read_text().splitlines()
+    lines[1] = lines[1].replace("2023-03-01 00:18:54+08:00", "2023-03-01 00:18:54")
+    lines[3] = lines[3].replace("2023-03-01 10:27:32+08:00", "yesterday")
+    result = parse_acmetrace(write(tmp_path, "times.csv", "\n".join(lines) + "\n\n"), "seren")
+    reasons = dict(zip(result.rejects["source_line"], result.rejects["reason"], strict=True))
+    assert reasons == {
+        2: "start_time '2023-03-01 00:18:54' has no UTC offset (naive timestamp)",
+        4: "end_time 'yesterday' is not a timestamp",
+    }
+    assert '"start_time": "2023-03-01 00:18:54"' in result.rejects.set_index("source_line").loc[2, "record"]
+    assert len(result.jobs) == 3
+
+
+def test_non_numeric_counts_are_rejected(tmp_path, seren_sample):
+    lines = seren_sample.read_text().splitlines()
+    fields = lines[1].split(",")
+    fields[SEREN_COLUMNS.index("gpu_num")] = "eight"
+    lines[1] = ",".join(fields)
+    result = parse_acmetrace(write(tmp_path, "count.csv", "\n".join(lines)), "seren")
+    assert result.rejects.loc[0, "reason"] == "gpu_num 'eight' is not an integer"
+
+
+def test_blank_lines_are_not_rows_and_do_not_shift_line_numbers(tmp_path, seren_sample):
+    lines = seren_sample.read_text().splitlines()
+    text = "\n".join([lines[0], lines[1], "", lines[2], "", lines[3]]) + "\n"
+    result = parse_acmetrace(write(tmp_path, "blank.csv", text), "seren")
+    assert list(result.jobs["source_line"]) == [2, 4, 6]
+    assert result.rows_in == 3
+    crlf = write(tmp_path, "crlf.csv", text.replace("\n", "\r\n"))
+    assert list(parse_acmetrace(crlf, "seren").jobs["source_line"]) == [2, 4, 6]
+
+
+def test_a_file_the_csv_reader_cannot_follow_is_a_clear_error(tmp_path, seren_sample):
+    lines = seren_sample.read_text().splitlines()
+    text = "\n".join([lines[0], lines[1], "\r", lines[2]]) + "\n"  # a stray carriage return
+    with pytest.raises(InputError, match="stray.csv: unreadable as CSV"):
+        parse_acmetrace(write(tmp_path, "stray.csv", text), "seren")

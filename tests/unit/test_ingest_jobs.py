@@ -1,0 +1,133 @@
+"""Publishing: partitions by submit day, exactly-once merge, quarantine and its threshold."""
+
+from __future__ import annotations
+
+import json
+from datetime import date
+
+import pandas as pd
+import pyarrow.parquet as pq
+import pytest
+
+from acme.errors import QuarantineThresholdError
+from acme.ingest_jobs import JobInput, ingest_job_file, merge_job_tables
+from acme.lake import Lake
+from acme.schema import job_arrow_schema, jobs_from_arrow
+from acme.sources.acmetrace import KALOS_COLUMNS
+
+
+@pytest.fixture
+def kalos_csv(shared_reference):
+    return shared_reference / "acmetrace" / "samples" / "trace_kalos_sample.csv"
+
+
+def read_partition(lake_dir, cluster: str, day: str) -> pd.DataFrame:
+    table = pq.read_table(lake_dir / f"jobs/cluster={cluster}/date={day}/jobs.parquet")
+    return jobs_from_arrow(table)
+
+
+def lake_snapshot(lake_dir) -> dict[str, list]:
+    """Content of every job partition, independent of file bytes."""
+    snapshot = {}
+    for path in sorted(lake_dir.glob("jobs/*/*/jobs.parquet")):
+        frame = pq.read_table(path).to_pandas()
+        snapshot[str(path.relative_to(lake_dir))] = frame.astype(str).values.tolist()
+    return snapshot
+
+
+def test_jobs_land_in_their_submit_day_partition(lake_dir, kalos_csv):
+    summary = ingest_job_file(Lake(str(lake_dir)), JobInput("kalos", "acmetrace", str(kalos_csv)), kalos_csv)
+    assert summary["rows"] == 5 and summary["quarantined"] == 0
+    assert summary["partitions"] == [str(lake_dir / "jobs/cluster=kalos/date=2023-05-17/jobs.parquet")]
+    jobs = read_partition(lake_dir, "kalos", "2023-05-17")
+    assert len(jobs) == 5 and jobs["job_id"].is_unique
+    assert pq.read_schema(summary["partitions"][0]).equals(job_arrow_schema())
+    validation = json.loads((lake_dir / "jobs/cluster=kalos/date=2023-05-17/_validation.json").read_text())
+    (entry,) = validation["inputs"].values()
+    assert entry["success"] is True and entry["rows_published_here"] == 5
+
+
+def test_ingesting_the_same_input_twice_changes_nothing(lake_dir, kalos_csv):
+    lake = Lake(str(lake_dir))
+    job_input = JobInput("kalos", "acmetrace", str(kalos_csv))
+    ingest_job_file(lake, job_input, kalos_csv)
+    before = lake_snapshot(lake_dir)
+    ingest_job_file(lake, job_input, kalos_csv)
+    assert lake_snapshot(lake_dir) == before
+
+
+def test_a_later_state_replaces_running_and_never_the_reverse(tmp_path, lake_dir, kalos_csv):
+    header, *rows = kalos_csv.read_text().splitlines()
+    finished = rows[3].split(",")  # COMPLETED
+    running = list(finished)
+    running[KALOS_COLUMNS.index("state")] = "RUNNING"
+    for name in ("end_time", "fail_time", "stop_time", "duration", "gpu_time"):
+        running[KALOS_COLUMNS.index(name)] = ""
+    running_csv = tmp_path / "running.csv"
+    running_csv.write_text(f"{header}\n{','.join(running)}\n")
+    finished_csv = tmp_path / "finished.csv"
+    finished_csv.write_text(f"{header}\n{','.join(finished)}\n")
+    lake = Lake(str(lake_dir))
+
+    ingest_job_file(lake, JobInput("kalos", "acmetrace", "night-1"), running_csv)
+    assert read_partition(lake_dir, "kalos", "2023-05-17")["state"].tolist() == ["RUNNING"]
+    ingest_job_file(lake, JobInput("kalos", "acmetrace", "night-2"), finished_csv)
+    assert read_partition(lake_dir, "kalos", "2023-05-17")["state"].tolist() == ["COMPLETED"]
+    # A stale extract replayed later (a backfill of the first night) does not undo it.
+    ingest_job_file(lake, JobInput("kalos", "acmetrace", "night-1"), running_csv)
+    jobs = read_partition(lake_dir, "kalos", "2023-05-17")
+    assert jobs["state"].tolist() == ["COMPLETED"] and jobs["run_s"].tolist() == [92.0]
+
+
+def test_merge_keeps_one_row_per_job_sorted_by_submit_time():
+    import pyarrow as pa
+
+    schema = job_arrow_schema()
+
+    def table(rows):
+        frame = pd.DataFrame(rows).reindex(columns=schema.names)
+        for name in ("submit_time", "start_time", "end_time"):
+            frame[name] = pd.to_datetime(frame[name], utc=True)
+        return pa.Table.from_pandas(frame, schema=schema, preserve_index=False)
+
+    existing = table(
+        [
+            {"job_id": "b", "state": "COMPLETED", "submit_time": "2023-07-01T02:00:00Z", "user": "old"},
+            {"job_id": "a", "state": "RUNNING", "submit_time": "2023-07-01T01:00:00Z", "user": "old"},
+        ]
+    )
+    incoming = table(
+        [
+            {"job_id": "a", "state": "FAILED", "submit_time": "2023-07-01T01:00:00Z", "user": "new"},
+            {"job_id": "b", "state": "RUNNING", "submit_time": "2023-07-01T02:00:00Z", "user": "new"},
+            {"job_id": "c", "state": "RUNNING", "submit_time": "2023-07-01T00:30:00Z", "user": "new"},
+        ]
+    )
+    merged = merge_job_tables(existing, incoming).to_pandas()
+    assert merged[["job_id", "state", "user"]].values.tolist() == [
+        ["c", "RUNNING", "new"],
+        ["a", "FAILED", "new"],
+        ["b", "COMPLETED", "old"],
+    ]
+
+
+def test_quarantine_keeps_bad_rows_with_reasons_and_the_threshold_fails_the_input(tmp_path, lake_dir, kalos_csv):
+    header, *rows = kalos_csv.read_text().splitlines()
+    rows[3] = rows[3].replace("COMPLETED", "EXPLODED", 1)
+    path = tmp_path / "bad.csv"
+    path.write_text("\n".join([header, *rows]) + "\n")
+    lake = Lake(str(lake_dir))
+    job_input = JobInput("kalos", "acmetrace", "exports/bad.csv", day=date(2023, 5, 17))
+
+    with pytest.raises(QuarantineThresholdError, match=r"exports/bad.csv: 1 of 5 rows \(20.0%\).*line 5: unknown state"):
+        ingest_job_file(lake, job_input, path)
+    assert not (lake_dir / "jobs").exists(), "nothing may be published when the threshold is passed"
+    quarantine = pq.read_table(lake_dir / f"quarantine/jobs/cluster=kalos/date=2023-05-17/{job_input.key}.parquet")
+    row = quarantine.to_pylist()[0]
+    assert row["source_line"] == 5 and row["stage"] == "validate" and "unknown state" in row["reason"]
+    assert row["input"] == "exports/bad.csv" and '"EXPLODED"' in row["record"]
+
+    summary = ingest_job_file(lake, job_input, path, max_quarantine_share=0.25)
+    assert summary["rows"] == 4 and summary["quarantined"] == 1
+    # Re-running replaces the quarantine file of the input instead of adding to it.
+    assert len(list((lake_dir / "quarantine").rglob("*.parquet"))) == 1

@@ -1,0 +1,89 @@
+"""The great-expectations job suite: each rule rejects the rows that break it, with its reason."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+
+from acme.errors import SchemaDriftError
+from acme.sources.acmetrace import parse_acmetrace
+from acme.validate import validate_jobs
+
+
+@pytest.fixture(scope="module")
+def seren_jobs(shared_reference):
+    return parse_acmetrace(shared_reference / "acmetrace" / "samples" / "trace_seren_sample.csv", "seren").jobs
+
+
+@pytest.fixture(scope="module")
+def kalos_jobs(shared_reference):
+    return parse_acmetrace(shared_reference / "acmetrace" / "samples" / "trace_kalos_sample.csv", "kalos").jobs
+
+
+def reasons_by_line(outcome) -> dict[int, str]:
+    return dict(zip(outcome.rejected["source_line"], outcome.rejected["reason"], strict=True))
+
+
+def test_clean_rows_pass_and_the_report_lists_every_expectation(seren_jobs):
+    outcome = validate_jobs(seren_jobs, layout="seren", source_file="seren.csv")
+    assert len(outcome.accepted) == 5 and outcome.rejected.empty
+    assert outcome.report["success"] is True
+    names = {item["expectation"] for item in outcome.report["expectations"]}
+    assert {"expect_column_values_to_be_unique", "expect_column_pair_values_a_to_be_greater_than_b"} <= names
+    json.dumps(outcome.report)  # saved beside the partition: must be JSON-ready
+
+
+def test_each_broken_rule_rejects_its_row_with_its_reason(seren_jobs):
+    jobs = seren_jobs.copy()
+    jobs.loc[0, "state"] = "EXPLODED"  # line 2
+    jobs.loc[1, "start_time"] = jobs.loc[1, "submit_time"] - pd.Timedelta(seconds=5)  # line 3
+    jobs.loc[1, "queue_s"] = -5.0
+    jobs.loc[2, "run_s"] = -1.0  # line 4
+    jobs.loc[3, "job_type"] = "Training"  # line 5
+    outcome = validate_jobs(jobs, layout="seren", source_file="seren.csv")
+    reasons = reasons_by_line(outcome)
+    assert reasons[2] == "unknown state"
+    assert reasons[3] == "start_time before submit_time; negative queue_s"
+    assert "negative run_s" in reasons[4] and "gpu_time differs from gpu_num × run_s" in reasons[4]
+    assert reasons[5] == "unknown job type"
+    assert list(outcome.accepted["source_line"]) == [6]
+    record = json.loads(outcome.rejected.set_index("source_line").loc[2, "record"])
+    assert record["job_id"] == "5778432" and record["state"] == "EXPLODED"
+
+
+def test_duplicate_job_ids_are_all_quarantined(seren_jobs):
+    jobs = pd.concat([seren_jobs, seren_jobs.iloc[[0]].assign(source_line=7)], ignore_index=True)
+    outcome = validate_jobs(jobs, layout="seren", source_file="seren.csv")
+    assert reasons_by_line(outcome) == {2: "job_id appears more than once", 7: "job_id appears more than once"}
+
+
+def test_source_figures_must_agree_with_the_times(seren_jobs, kalos_jobs):
+    seren = seren_jobs.copy()
+    seren.loc[0, "source_duration_s"] += 60
+    assert reasons_by_line(validate_jobs(seren, layout="seren", source_file="s"))[2] == (
+        "source gpu_time differs from gpu_num × source duration; source duration differs from end − start"
+    )
+    # Kalos measures duration from submit: the same rows pass under the Kalos rule only.
+    assert validate_jobs(kalos_jobs, layout="kalos", source_file="k").rejected.empty
+    wrong_rule = validate_jobs(kalos_jobs, layout="seren", source_file="k")
+    assert set(wrong_rule.rejected["reason"]) == {"source duration differs from end − start"}
+
+
+def test_finished_jobs_need_an_end_and_running_jobs_must_not_have_one(kalos_jobs):
+    jobs = kalos_jobs.copy()
+    jobs.loc[0, "end_time"] = pd.NaT
+    jobs.loc[0, "run_s"] = float("nan")
+    jobs.loc[0, "gpu_time"] = float("nan")
+    jobs.loc[1, "state"] = "RUNNING"
+    jobs.loc[1, "state_group"] = "running"
+    reasons = reasons_by_line(validate_jobs(jobs, layout="k8s", source_file="k"))
+    assert reasons == {2: "finished job without end_time", 3: "RUNNING job with an end_time"}
+
+
+def test_naive_times_are_schema_drift_not_row_problems(seren_jobs):
+    jobs = seren_jobs.copy()
+    jobs["submit_time"] = jobs["submit_time"].dt.tz_localize(None)
+    with pytest.raises(SchemaDriftError, match="submit_time"):
+        validate_jobs(jobs, layout="seren", source_file="seren.csv")
