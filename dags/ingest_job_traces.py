@@ -56,11 +56,16 @@ def _run_day(context) -> date:
             description="configured = each cluster's own source; otherwise read `input` in this format.",
         ),
         "day": Param(
-            None, type=["null", "string"], format="date", title="Day (UTC)",
+            None,
+            type=["null", "string"],
+            format="date",
+            title="Day (UTC)",
             description="Empty = the run's data interval (or yesterday for a manual run).",
         ),
         "input": Param(
-            None, type=["null", "string"], title="Input location",
+            None,
+            type=["null", "string"],
+            title="Input location",
             description="Path or URL of a file to ingest instead of the configured one.",
         ),
     },
@@ -83,7 +88,10 @@ def ingest_job_traces():
         from acme_airflow.lake import task_lake
 
         job_input = JobInput.from_dict(planned["input"])
-        return {"input": planned["input"], "raw": extract_job_input(task_lake(), job_input, planned["command"])}
+        return {
+            "input": planned["input"],
+            "raw": extract_job_input(task_lake(), job_input, planned["command"]),
+        }
 
     @task(map_index_template="{{ extracted['input']['cluster'] }}")
     def parse(extracted: dict) -> dict:
@@ -122,7 +130,9 @@ def ingest_job_traces():
         get_current_context()["outlet_events"][JOB_TRACES].extra = summary
         return summary
 
-    publish.expand(validated=validate.expand(parsed=parse.expand(extracted=extract.expand(planned=plan_inputs()))))
+    publish.expand(
+        validated=validate.expand(parsed=parse.expand(extracted=extract.expand(planned=plan_inputs())))
+    )
 
 
 ingest_job_traces()

@@ -47,7 +47,10 @@ class JobTypeClassifier:
         self.rules = rules
 
     def classify(
-        self, name: str | None, partition: str | None = None, labels: dict[str, str] | None = None,
+        self,
+        name: str | None,
+        partition: str | None = None,
+        labels: dict[str, str] | None = None,
         gpu_num: int = 0,
     ) -> str:
         for rule in self.rules:

@@ -50,6 +50,9 @@ def build_parser() -> argparse.ArgumentParser:
     synth.add_argument("--days", required=True, type=int)
     synth.add_argument("--scale", type=float, default=1.0, help="multiplier of the real daily job count")
     synth.add_argument("--seed", type=int, default=0)
+    synth.add_argument(
+        "--per-day", action="store_true", help="-o is a folder: one YYYY-MM-DD.csv per UTC day"
+    )
     synth.add_argument("-o", "--output", required=True)
     synth.set_defaults(handler=_synth_trace)
     return parser
@@ -72,7 +75,9 @@ def _ingest_jobs(args: argparse.Namespace) -> dict:
     from acme.lake import open_lake
 
     fields = tuple(f.strip() for f in args.fields.split(",") if f.strip()) if args.fields else None
-    job_input = JobInput(cluster=args.cluster, format=args.format, uri=args.input, day=args.day, fields=fields)
+    job_input = JobInput(
+        cluster=args.cluster, format=args.format, uri=args.input, day=args.day, fields=fields
+    )
     lake = open_lake(args.lake)
     with _local_copy(args.input) as local_path:
         return ingest_job_file(lake, job_input, local_path, args.max_quarantine_share)
@@ -87,18 +92,30 @@ def _lake_summary(args: argparse.Namespace) -> dict | None:
     print(f"lake: {summary['lake']}")
     print(f"{'cluster':<10} {'date':<12} {'jobs':>8}  path")
     for partition in summary["partitions"]:
-        print(f"{partition['cluster']:<10} {partition['date']:<12} {partition['rows']:>8}  {partition['path']}")
+        print(
+            f"{partition['cluster']:<10} {partition['date']:<12} {partition['rows']:>8}  {partition['path']}"
+        )
     for item in summary["quarantine"]:
         print(f"{item['cluster']:<10} {item['date']:<12} {item['rows']:>8}  {item['path']}  (quarantine)")
-    print(f"total: {summary['jobs']} jobs in {len(summary['partitions'])} partitions, "
-          f"{summary['quarantined']} rows quarantined")
+    print(
+        f"total: {summary['jobs']} jobs in {len(summary['partitions'])} partitions, "
+        f"{summary['quarantined']} rows quarantined"
+    )
     return None
 
 
 def _synth_trace(args: argparse.Namespace) -> dict:
     from acme.synth.trace import write_synth_trace
 
-    return write_synth_trace(args.cluster, args.start, args.days, args.output, scale=args.scale, seed=args.seed)
+    return write_synth_trace(
+        args.cluster,
+        args.start,
+        args.days,
+        args.output,
+        scale=args.scale,
+        seed=args.seed,
+        per_day=args.per_day,
+    )
 
 
 @contextlib.contextmanager

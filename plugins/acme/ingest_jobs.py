@@ -102,7 +102,9 @@ def plan_job_inputs(
 def parse_job_input(job_input: JobInput, local_path: str | Path) -> tuple[ParseResult, str]:
     """Parse the local copy of an input; returns the result and the layout to validate with."""
     if job_input.format not in FORMATS:
-        raise InputError(job_input.uri, f"unknown format {job_input.format!r}; expected one of {', '.join(FORMATS)}")
+        raise InputError(
+            job_input.uri, f"unknown format {job_input.format!r}; expected one of {', '.join(FORMATS)}"
+        )
     local_path = str(local_path)
     if job_input.format == "acmetrace":
         from acme.sources.acmetrace import detect_layout, parse_acmetrace
@@ -140,7 +142,9 @@ def quarantine_key(job_input: JobInput, first_day: date | None) -> str:
     return f"quarantine/jobs/cluster={job_input.cluster}/date={day or 'undated'}/{job_input.key}.parquet"
 
 
-def write_quarantine(lake: Lake, job_input: JobInput, quarantined: pd.DataFrame, first_day: date | None) -> str | None:
+def write_quarantine(
+    lake: Lake, job_input: JobInput, quarantined: pd.DataFrame, first_day: date | None
+) -> str | None:
     """Replace this input's quarantine file (removing a stale one when nothing failed now)."""
     import pyarrow as pa
 
@@ -172,23 +176,54 @@ def check_quarantine_share(
     )
 
 
-def publish_jobs(lake: Lake, job_input: JobInput, accepted: pd.DataFrame, report: dict[str, Any]) -> list[str]:
-    """Merge accepted jobs into their submit-day partitions; returns the partition URLs."""
+def publish_jobs(
+    lake: Lake, job_input: JobInput, accepted: pd.DataFrame, report: dict[str, Any]
+) -> list[str]:
+    """Merge accepted jobs into their submit-day partitions; returns the partition URLs.
+
+    Each day is a zero-copy slice of the table, reordered by day first only when the input
+    is not in submit order; partitions are written by a small thread pool (compression and
+    I/O release the GIL).
+    """
+    from concurrent.futures import ThreadPoolExecutor
+
+    import numpy as np
+    import pyarrow.compute as pc
+
     if accepted.empty:
         return []
-    days = accepted["submit_time"].dt.date
-    published = []
-    for day, rows in accepted.groupby(days, sort=True):
-        partition = f"jobs/cluster={job_input.cluster}/date={day.isoformat()}"
-        incoming = _jobs_table(rows)
-        with lake.lock(f"jobs-{job_input.cluster}-{day.isoformat()}"):
+    table = _jobs_table(accepted)
+    days = pc.cast(table["submit_time"], "date32").to_numpy()
+    if (days[1:] < days[:-1]).any():  # traces are usually in submit order: then no reordering at all
+        order = np.argsort(days, kind="stable")
+        table, days = table.take(order), days[order]
+    starts = _run_starts(days)
+    bounds = list(zip(starts, [*starts[1:], len(days)], strict=True))
+
+    def publish_day(bound: tuple[int, int]) -> str:
+        start, stop = bound
+        day_text = str(days[start])
+        rows = table.slice(start, stop - start)
+        partition = f"jobs/cluster={job_input.cluster}/date={day_text}"
+        with lake.lock(f"jobs-{job_input.cluster}-{day_text}"):
             key = f"{partition}/jobs.parquet"
             existing = lake.read_parquet(key) if lake.exists(key) else None
-            merged = merge_job_tables(existing, incoming)
+            merged = merge_job_tables(existing, rows)
             url = lake.write_parquet(key, merged)
-            _record_validation(lake, partition, job_input, report, len(rows), merged.num_rows)
-        published.append(url)
-    return published
+            _record_validation(lake, partition, job_input, report, rows.num_rows, merged.num_rows)
+        return url
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        return list(pool.map(publish_day, bounds))
+
+
+def _run_starts(values) -> list[int]:
+    """Indexes where a run of equal values begins in a sorted array."""
+    import numpy as np
+
+    if len(values) == 0:
+        return []
+    return [0, *(np.flatnonzero(values[1:] != values[:-1]) + 1).tolist()]
 
 
 def merge_job_tables(existing, incoming):
@@ -197,7 +232,10 @@ def merge_job_tables(existing, incoming):
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    if existing is None:
+    order = [("submit_time", "ascending"), ("job_id", "ascending")]
+    if existing is None or existing.num_rows == 0:
+        if pc.count_distinct(incoming["job_id"]).as_py() == incoming.num_rows:
+            return incoming.sort_by(order)  # a new partition of unique jobs: nothing to merge
         combined = incoming.append_column("_incoming", pa.array([1] * incoming.num_rows, pa.int8()))
     else:
         existing = existing.cast(incoming.schema)
@@ -209,12 +247,14 @@ def merge_job_tables(existing, incoming):
         )
     terminal = pc.cast(pc.not_equal(combined["state"], "RUNNING"), pa.int8())
     combined = combined.append_column("_terminal", terminal)
-    ranked = combined.sort_by([("job_id", "ascending"), ("_terminal", "descending"), ("_incoming", "descending")])
+    ranked = combined.sort_by(
+        [("job_id", "ascending"), ("_terminal", "descending"), ("_incoming", "descending")]
+    )
     job_ids = ranked["job_id"].to_numpy(zero_copy_only=False)
     first = np.ones(len(job_ids), dtype=bool)
     first[1:] = job_ids[1:] != job_ids[:-1]
     kept = ranked.filter(pa.array(first)).drop_columns(["_incoming", "_terminal"])
-    return kept.sort_by([("submit_time", "ascending"), ("job_id", "ascending")])
+    return kept.sort_by(order)
 
 
 def _record_validation(
@@ -243,9 +283,11 @@ def ingest_job_file(
     lake: Lake, job_input: JobInput, local_path: str | Path, max_quarantine_share: float | None = None
 ) -> dict[str, Any]:
     """Everything at once, in memory (the command line): returns the run's summary."""
-    from acme.validate import validate_jobs
+    from acme.validate import preload_in_background, validate_jobs
 
+    preloading = preload_in_background()
     parsed, layout = parse_job_input(job_input, local_path)
+    preloading.join()
     outcome = validate_jobs(parsed.jobs, layout=layout, source_file=job_input.uri)
     quarantined, quarantine_url = quarantine_input(
         lake, job_input, parsed.rejects, outcome.rejected, _first_day(parsed.jobs),
@@ -275,7 +317,10 @@ def quarantine_input(
     import pandas as pd
 
     quarantined = pd.concat(
-        [quarantine_frame(job_input, parse_rejects, "parse"), quarantine_frame(job_input, validation_rejects, "validate")],
+        [
+            quarantine_frame(job_input, parse_rejects, "parse"),
+            quarantine_frame(job_input, validation_rejects, "validate"),
+        ],
         ignore_index=True,
     ).sort_values("source_line", kind="stable")
     url = write_quarantine(lake, job_input, quarantined, first_day)
@@ -351,7 +396,11 @@ def parse_staged(lake: Lake, job_input: JobInput, raw: str, staging: str) -> dic
 
 
 def validate_staged(
-    lake: Lake, job_input: JobInput, staging: str, parsed: dict[str, Any], max_quarantine_share: float | None = None
+    lake: Lake,
+    job_input: JobInput,
+    staging: str,
+    parsed: dict[str, Any],
+    max_quarantine_share: float | None = None,
 ) -> dict[str, Any]:
     """Validate the staged rows; write the input's quarantine; stage the accepted rows."""
     from acme.schema import jobs_from_arrow

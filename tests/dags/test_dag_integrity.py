@@ -44,7 +44,7 @@ def test_each_dag_file_parses_in_under_a_second_without_db_or_connections(dag_fi
     """Parse in a fresh interpreter with the metadata DB and connections made unreachable."""
     probe = f"""
 import sys, time
-sys.path[:0] = [{str(DAGS_FOLDER.parent / 'plugins')!r}, {str(DAGS_FOLDER)!r}]
+sys.path[:0] = [{str(DAGS_FOLDER.parent / "plugins")!r}, {str(DAGS_FOLDER)!r}]
 import airflow.sdk  # the framework import is not the DAG file's cost
 start = time.perf_counter()
 from airflow.dag_processing.dagbag import DagBag

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import socket
 
 import pytest
@@ -13,9 +14,9 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-@pytest.fixture(scope="session")
-def s3_server():
-    """A moto S3 server (a real S3 HTTP API) on 127.0.0.1, with a bucket ``acme-lake``."""
+@contextlib.contextmanager
+def start_s3_server():
+    """A moto S3 server (a real S3 HTTP API) on 127.0.0.1, with a bucket ``acme-lake``; stopped on exit."""
     import boto3
     from moto.server import ThreadedMotoServer
 
@@ -24,13 +25,23 @@ def s3_server():
     server.start()
     endpoint = f"http://127.0.0.1:{port}"
     client = boto3.client(
-        "s3", endpoint_url=endpoint, aws_access_key_id="test", aws_secret_access_key="test", region_name="us-east-1"
+        "s3",
+        endpoint_url=endpoint,
+        aws_access_key_id="test",
+        aws_secret_access_key="test",
+        region_name="us-east-1",
     )
     client.create_bucket(Bucket="acme-lake")
     try:
         yield {"endpoint": endpoint, "client": client, "bucket": "acme-lake"}
     finally:
         server.stop()
+
+
+@pytest.fixture(scope="session")
+def s3_server():
+    with start_s3_server() as server:
+        yield server
 
 
 @pytest.fixture

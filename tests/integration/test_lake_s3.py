@@ -32,7 +32,10 @@ def test_cli_ingests_into_s3_exactly_once(s3_env, shared_reference, tmp_path):
     summary = json.loads(first.stdout)
     partition = f"{prefix}/jobs/cluster=seren/date=2023-02-28/jobs.parquet"
     assert summary["partitions"] == [f"s3://acme-lake/{partition}"]
-    assert keys(s3_env, prefix) == [f"{prefix}/jobs/cluster=seren/date=2023-02-28/_validation.json", partition]
+    assert keys(s3_env, prefix) == [
+        f"{prefix}/jobs/cluster=seren/date=2023-02-28/_validation.json",
+        partition,
+    ]
     body = s3_env["client"].get_object(Bucket="acme-lake", Key=partition)["Body"].read()
     table = pq.read_table(io.BytesIO(body))
     assert table.num_rows == 5 and len(set(table["job_id"].to_pylist())) == 5

@@ -138,7 +138,7 @@ def test_naive_and_unparseable_timestamps_are_rejected_with_reasons(tmp_path, se
         2: "start_time '2023-03-01 00:18:54' has no UTC offset (naive timestamp)",
         4: "end_time 'yesterday' is not a timestamp",
     }
-    assert '"start_time": "2023-03-01 00:18:54"' in result.rejects.set_index("source_line").loc[2, "record"]
+    assert '"start_time":"2023-03-01 00:18:54"' in result.rejects.set_index("source_line").loc[2, "record"]
     assert len(result.jobs) == 3
 
 

@@ -111,7 +111,9 @@ def test_merge_keeps_one_row_per_job_sorted_by_submit_time():
     ]
 
 
-def test_quarantine_keeps_bad_rows_with_reasons_and_the_threshold_fails_the_input(tmp_path, lake_dir, kalos_csv):
+def test_quarantine_keeps_bad_rows_with_reasons_and_the_threshold_fails_the_input(
+    tmp_path, lake_dir, kalos_csv
+):
     header, *rows = kalos_csv.read_text().splitlines()
     rows[3] = rows[3].replace("COMPLETED", "EXPLODED", 1)
     path = tmp_path / "bad.csv"
@@ -119,10 +121,14 @@ def test_quarantine_keeps_bad_rows_with_reasons_and_the_threshold_fails_the_inpu
     lake = Lake(str(lake_dir))
     job_input = JobInput("kalos", "acmetrace", "exports/bad.csv", day=date(2023, 5, 17))
 
-    with pytest.raises(QuarantineThresholdError, match=r"exports/bad.csv: 1 of 5 rows \(20.0%\).*line 5: unknown state"):
+    with pytest.raises(
+        QuarantineThresholdError, match=r"exports/bad.csv: 1 of 5 rows \(20.0%\).*line 5: unknown state"
+    ):
         ingest_job_file(lake, job_input, path)
     assert not (lake_dir / "jobs").exists(), "nothing may be published when the threshold is passed"
-    quarantine = pq.read_table(lake_dir / f"quarantine/jobs/cluster=kalos/date=2023-05-17/{job_input.key}.parquet")
+    quarantine = pq.read_table(
+        lake_dir / f"quarantine/jobs/cluster=kalos/date=2023-05-17/{job_input.key}.parquet"
+    )
     row = quarantine.to_pylist()[0]
     assert row["source_line"] == 5 and row["stage"] == "validate" and "unknown state" in row["reason"]
     assert row["input"] == "exports/bad.csv" and '"EXPLODED"' in row["record"]

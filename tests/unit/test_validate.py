@@ -14,12 +14,16 @@ from acme.validate import validate_jobs
 
 @pytest.fixture(scope="module")
 def seren_jobs(shared_reference):
-    return parse_acmetrace(shared_reference / "acmetrace" / "samples" / "trace_seren_sample.csv", "seren").jobs
+    return parse_acmetrace(
+        shared_reference / "acmetrace" / "samples" / "trace_seren_sample.csv", "seren"
+    ).jobs
 
 
 @pytest.fixture(scope="module")
 def kalos_jobs(shared_reference):
-    return parse_acmetrace(shared_reference / "acmetrace" / "samples" / "trace_kalos_sample.csv", "kalos").jobs
+    return parse_acmetrace(
+        shared_reference / "acmetrace" / "samples" / "trace_kalos_sample.csv", "kalos"
+    ).jobs
 
 
 def reasons_by_line(outcome) -> dict[int, str]:
@@ -56,7 +60,10 @@ def test_each_broken_rule_rejects_its_row_with_its_reason(seren_jobs):
 def test_duplicate_job_ids_are_all_quarantined(seren_jobs):
     jobs = pd.concat([seren_jobs, seren_jobs.iloc[[0]].assign(source_line=7)], ignore_index=True)
     outcome = validate_jobs(jobs, layout="seren", source_file="seren.csv")
-    assert reasons_by_line(outcome) == {2: "job_id appears more than once", 7: "job_id appears more than once"}
+    assert reasons_by_line(outcome) == {
+        2: "job_id appears more than once",
+        7: "job_id appears more than once",
+    }
 
 
 def test_source_figures_must_agree_with_the_times(seren_jobs, kalos_jobs):

@@ -1,19 +1,15 @@
--- Macros shared by the select_acmetrace_*_jobs queries: each returns NULL when the raw
--- value is fine (or empty) and a sentence naming the column and the problem otherwise.
-CREATE OR REPLACE TEMP MACRO time_problem(raw_value, column_name) AS
-    CASE
-        WHEN raw_value IS NULL THEN NULL
-        WHEN TRY_CAST(raw_value AS TIMESTAMPTZ) IS NULL
-            THEN column_name || ' ''' || LEFT(raw_value, 40) || ''' is not a timestamp'
-        WHEN NOT regexp_matches(TRIM(raw_value), '([+-][0-9]{2}(:?[0-9]{2})?|Z)$')
-            THEN column_name || ' ''' || LEFT(raw_value, 40) || ''' has no UTC offset (naive timestamp)'
-    END;
+-- Macros shared by the select_acmetrace_*_jobs queries.
 
-CREATE OR REPLACE TEMP MACRO number_problem(raw_value, column_name, kind) AS
+-- AcmeTrace writes times as 2023-03-01 00:18:22+08:00; a time without its UTC offset is
+-- ambiguous and is not guessed.
+CREATE OR REPLACE TEMP MACRO parse_time(raw_value) AS
+    TRY_STRPTIME(raw_value, '%Y-%m-%d %H:%M:%S%z');
+
+-- NULL when the raw time is empty or was parsed, else a sentence naming the column and the problem.
+CREATE OR REPLACE TEMP MACRO time_problem(raw_value, parsed_value, column_name) AS
     CASE
-        WHEN raw_value IS NULL THEN NULL
-        WHEN kind = 'integer' AND TRY_CAST(raw_value AS BIGINT) IS NULL
-            THEN column_name || ' ''' || LEFT(raw_value, 40) || ''' is not an integer'
-        WHEN kind = 'number' AND TRY_CAST(raw_value AS DOUBLE) IS NULL
-            THEN column_name || ' ''' || LEFT(raw_value, 40) || ''' is not a number'
+        WHEN raw_value IS NULL OR parsed_value IS NOT NULL THEN NULL
+        WHEN TRY_CAST(raw_value AS TIMESTAMP) IS NOT NULL
+            THEN column_name || ' ''' || LEFT(raw_value, 40) || ''' has no UTC offset (naive timestamp)'
+        ELSE column_name || ' ''' || LEFT(raw_value, 40) || ''' is not a timestamp'
     END;

@@ -18,6 +18,7 @@ that cannot be converted become rejects with the reason; nothing is dropped.
 from __future__ import annotations
 
 import gzip
+import re
 from datetime import date
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -42,6 +43,20 @@ KALOS_COLUMNS = (
 )  # fmt: skip
 LAYOUTS = {"seren": SEREN_COLUMNS, "kalos": KALOS_COLUMNS}
 
+# How DuckDB reads each column: numbers are converted by the reader (a bad number rejects
+# its line with the column named); times stay text so the SQL can tell a naive time from
+# garbage; everything else is text.
+_INTEGER_COLUMNS = {"node_num", "gpu_num", "cpu_num"}
+_NUMBER_COLUMNS = {"mem_per_pod_GB", "shared_mem_per_pod", "duration", "queue", "gpu_time"}
+
+
+def _duckdb_type(column: str) -> str:
+    if column in _INTEGER_COLUMNS:
+        return "BIGINT"
+    if column in _NUMBER_COLUMNS:
+        return "DOUBLE"
+    return "VARCHAR"
+
 
 def parse_acmetrace(
     path: str | Path,
@@ -58,6 +73,8 @@ def parse_acmetrace(
     backfill over a multi-day file reports each of them exactly once.
     """
     import duckdb
+    import numpy as np
+    import pandas as pd
 
     path = str(path)
     source_file = source_file or path
@@ -65,45 +82,41 @@ def parse_acmetrace(
     con = duckdb.connect()
     try:
         con.execute("SET TimeZone = 'UTC'")
+        _define_raw_view(con, path, LAYOUTS[layout])
+        query = _read_sql(f"select_acmetrace_{layout}_jobs.sql")
         try:
-            _load_raw(con, path, LAYOUTS[layout])
+            rows = con.sql(query, params={"cluster": cluster, "source_file": source_file}).to_arrow_table()
         except duckdb.Error as exc:
             first_line = str(exc).strip().splitlines()[0]
             raise InputError(source_file, f"unreadable as CSV: {first_line}") from exc
-        rows = con.sql(_read_sql(f"select_acmetrace_{layout}_jobs.sql")).to_arrow_table()
-        structural = con.execute(
-            "SELECT line, string_agg(error_message, '; ') AS reason, any_value(csv_line) AS record "
-            "FROM reject_errors GROUP BY line ORDER BY line"
-        ).df()
-        frame = _to_pandas(rows)
-        problem_mask = frame["problem"].notna().to_numpy()
-        problem_index = frame.loc[problem_mask, "row_index"].to_list()
-        raw_records = _raw_records(con, problem_index)
+        unreadable = _unreadable_lines(con)
     finally:
         con.close()
+    frame = _to_pandas(rows)
+    del rows
 
-    lines = _accepted_line_numbers(path, structural["line"].to_numpy(), len(frame))
-    frame["source_line"] = lines if lines is not None else frame["row_index"] + 2
-    notes = [] if lines is not None else [
-        f"{source_file}: line numbers are approximate (row order + 2): the file has quoted newlines"
-    ]
+    lines = _accepted_line_numbers(path, [line for line, _, _ in unreadable], len(frame))
+    notes = []
+    if lines is None:
+        notes.append(f"{source_file}: line numbers are approximate (row order + 2): quoted fields span lines")
+        lines = np.arange(2, 2 + len(frame))
+    frame["source_line"] = pd.array(lines, "Int64")
+    problem_mask = frame["problem"].notna().to_numpy()
 
-    rejects = _rejects(frame.loc[problem_mask], raw_records, structural, source_file)
-    jobs = _finish(frame.loc[~problem_mask].drop(columns=["problem", "row_index"]), cluster, source_file)
+    rejects = _rejects(frame.loc[problem_mask], unreadable, source_file)
+    jobs = _canonical(frame.loc[~problem_mask] if problem_mask.any() else frame)  # no copy when all parsed
 
     skipped = 0
     if day is not None:
-        submit_day = jobs["submit_time"].dt.date
-        in_day = (submit_day == day).to_numpy()
+        in_day = (jobs["submit_time"].dt.date == day).to_numpy()
         skipped = int((~in_day).sum())
-        jobs = jobs.loc[in_day]
+        if skipped:
+            jobs = jobs.loc[in_day]
         if len(rejects) and _first_day(frame) != day:
             skipped += len(rejects)
             rejects = rejects.iloc[0:0]
-    rows_in = len(frame) + len(structural)
-    return ParseResult(
-        jobs.reset_index(drop=True), rejects.reset_index(drop=True), rows_in, skipped, notes
-    )
+    rows_in = len(frame) + len(unreadable)
+    return ParseResult(jobs.reset_index(drop=True), rejects.reset_index(drop=True), rows_in, skipped, notes)
 
 
 def detect_layout(path: str, source_file: str) -> str:
@@ -114,7 +127,9 @@ def detect_layout(path: str, source_file: str) -> str:
     for delimiter in (";", "\t", "|"):
         if delimiter in header and "," not in header:
             raise InputError(
-                source_file, f"wrong delimiter: the header is separated by {delimiter!r}, expected ','", line=1
+                source_file,
+                f"wrong delimiter: the header is separated by {delimiter!r}, expected ','",
+                line=1,
             )
     columns = tuple(name.strip() for name in header.split(","))
     for layout, expected in LAYOUTS.items():
@@ -150,15 +165,15 @@ def _first_line(path: str, source_file: str) -> str:
         raise InputError(source_file, f"header is not UTF-8 (byte {exc.start})", line=1) from exc
 
 
-def _load_raw(con, path: str, columns: tuple[str, ...]) -> None:
-    column_types = ", ".join(f"'{name}': 'VARCHAR'" for name in columns)
+def _define_raw_view(con, path: str, columns: tuple[str, ...]) -> None:
+    """``raw_jobs``: the file as the CSV reader returns it, scanned once by the select query."""
+    column_types = ", ".join(f"'{name}': '{_duckdb_type(name)}'" for name in columns)
+    con.execute("SET VARIABLE acme_input_path = ?", [path])
     con.execute(
-        f"CREATE TEMP TABLE raw_rows AS SELECT * FROM read_csv(?, header = true, delim = ',', "
-        f"quote = '\"', escape = '\"', auto_detect = false, store_rejects = true, "
-        f"columns = {{{column_types}}})",
-        [path],
+        f"CREATE TEMP VIEW raw_jobs AS SELECT * FROM read_csv(getvariable('acme_input_path'), "
+        f"header = true, delim = ',', quote = '\"', escape = '\"', auto_detect = false, "
+        f"store_rejects = true, columns = {{{column_types}}})"
     )
-    con.execute("CREATE TEMP VIEW raw_jobs AS SELECT rowid AS row_index, * FROM raw_rows")
     con.execute(_read_sql("create_parse_macros.sql"))
 
 
@@ -166,28 +181,26 @@ def _read_sql(name: str) -> str:
     return (config.sql_dir() / "ingest" / name).read_text()
 
 
-def _to_pandas(table) -> pd.DataFrame:
-    frame = table.to_pandas(split_blocks=True, self_destruct=True)
-    for name in ("gpu_num", "cpu_num", "node_num"):
-        frame[name] = frame[name].astype("Int64")
-    for name in ("submit_time", "start_time", "end_time"):
-        frame[name] = frame[name].astype("datetime64[us, UTC]")
-    return frame
+_NOT_CONVERTIBLE = re.compile(r'Could not convert string "(?P<value>.*)" to')
 
 
-def _raw_records(con, row_indexes: list[int]) -> dict[int, str]:
-    """The raw text fields of the given rows as JSON, for the quarantine."""
-    if not row_indexes:
-        return {}
-    records = con.execute(
-        "SELECT row_index, to_json(r)::VARCHAR FROM (SELECT * FROM raw_jobs WHERE row_index IN "
-        "(SELECT UNNEST(?::BIGINT[]))) AS r",
-        [row_indexes],
+def _unreadable_lines(con) -> list[tuple[int, str, str]]:
+    """Lines the CSV reader rejected: (line, reason, the line's text), one entry per line."""
+    rejected = con.execute(
+        "SELECT line, error_type, column_name, error_message, csv_line FROM reject_errors ORDER BY line, column_idx"
     ).fetchall()
-    return dict(records)
+    by_line: dict[int, tuple[list[str], str]] = {}
+    for line, error_type, column_name, message, text in rejected:
+        reason = message
+        match = _NOT_CONVERTIBLE.search(message or "")
+        if error_type == "CAST" and match:
+            kind = "an integer" if column_name in _INTEGER_COLUMNS else "a number"
+            reason = f"{column_name} '{match['value'][:40]}' is not {kind}"
+        by_line.setdefault(int(line), ([], text))[0].append(reason)
+    return [(line, "; ".join(reasons), text) for line, (reasons, text) in sorted(by_line.items())]
 
 
-def _rejects(problems: pd.DataFrame, raw: dict[int, str], structural: pd.DataFrame, source_file: str):
+def _rejects(problems: pd.DataFrame, unreadable: list, source_file: str) -> pd.DataFrame:
     import pandas as pd
 
     parsed = pd.DataFrame(
@@ -195,46 +208,27 @@ def _rejects(problems: pd.DataFrame, raw: dict[int, str], structural: pd.DataFra
             "source_file": source_file,
             "source_line": problems["source_line"].astype("Int64"),
             "reason": problems["problem"],
-            "record": [_strip_row_index(raw.get(int(i), "")) for i in problems["row_index"]],
+            "record": problems["record"],
         }
     )
-    unreadable = pd.DataFrame(
-        {
-            "source_file": source_file,
-            "source_line": structural["line"].astype("Int64"),
-            "reason": structural["reason"],
-            "record": structural["record"],
-        }
+    unreadable_rows = pd.DataFrame(unreadable, columns=["source_line", "reason", "record"]).assign(
+        source_file=source_file
     )
-    both = pd.concat([parsed, unreadable], ignore_index=True)
+    both = pd.concat([parsed, unreadable_rows[list(REJECT_COLUMNS)]], ignore_index=True)
     return both.astype(REJECT_COLUMNS).sort_values("source_line", kind="stable")
 
 
-def _strip_row_index(record: str) -> str:
-    import json
+def _to_pandas(rows) -> pd.DataFrame:
+    import pandas as pd
+    import pyarrow as pa
 
-    if not record:
-        return record
-    fields = json.loads(record)
-    fields.pop("row_index", None)
-    return json.dumps(fields, ensure_ascii=False)
-
-
-def _finish(frame: pd.DataFrame, cluster: str, source_file: str) -> pd.DataFrame:
-    frame = frame.assign(
-        cluster=cluster,
-        state_group=frame["state"].map(STATE_GROUPS),
-        gpu_time=frame["gpu_num"].astype("float64") * frame["run_s"],
-        node_list=None,
-        exit_code=None,
-        source="acmetrace",
-        source_file=source_file,
+    return rows.to_pandas(
+        types_mapper={pa.int64(): pd.Int64Dtype()}.get, split_blocks=True, self_destruct=True
     )
-    frame["exit_code"] = frame["exit_code"].astype("Int64")
-    frame["source_line"] = frame["source_line"].astype("Int64")
-    for name, dtype in JOB_COLUMNS.items():
-        if dtype == "str" and frame[name].dtype != "str":
-            frame[name] = frame[name].astype("str").where(frame[name].notna(), None)
+
+
+def _canonical(frame: pd.DataFrame) -> pd.DataFrame:
+    frame = frame.assign(state_group=frame["state"].map(STATE_GROUPS))
     return frame[list(JOB_COLUMNS)]
 
 
@@ -243,30 +237,44 @@ def _first_day(frame: pd.DataFrame) -> date | None:
     return None if first is None or first != first else first.date()
 
 
-def _accepted_line_numbers(path: str, rejected_lines: np.ndarray, accepted: int) -> np.ndarray | None:
-    """Physical line numbers (1-based) of the rows DuckDB accepted, in order.
+def _accepted_line_numbers(path: str, rejected_lines: list[int], accepted: int) -> np.ndarray | None:
+    """Physical line numbers (1-based) of the rows the CSV reader accepted, in order.
 
-    Data lines are the non-blank lines after the header; DuckDB skips blank lines and
-    reports malformed ones by their physical line, so the accepted rows are the remaining
-    data lines. Returns None when the counts disagree (quoted fields spanning lines).
+    Data lines are the lines after the header; the reader skips blank lines and reports
+    rejected ones by their physical line, so the accepted rows are the data lines left when
+    both are taken out. Returns None when the counts disagree (quoted fields spanning lines).
     """
+    import mmap
+
     import numpy as np
 
     if path.endswith(".gz"):
         with gzip.open(path, "rb") as handle:
-            data = np.frombuffer(handle.read(), dtype=np.uint8)
+            data: bytes | mmap.mmap = handle.read()
+        blank = _blank_lines(data)
     else:
-        data = np.memmap(path, dtype=np.uint8, mode="r") if Path(path).stat().st_size else np.zeros(0, np.uint8)
-    newlines = np.flatnonzero(data == 10)
-    starts = np.concatenate(([0], newlines + 1))
-    ends = np.concatenate((newlines, [len(data)]))
-    if len(data) and data[-1] == 10:  # no line after the final newline
-        starts, ends = starts[:-1], ends[:-1]
-    lengths = ends - starts
-    carriage = (lengths == 1) & (data[np.minimum(starts, max(len(data) - 1, 0))] == 13)
-    non_blank = np.flatnonzero((lengths > 0) & ~carriage) + 1
-    data_lines = non_blank[non_blank > 1]
-    accepted_lines = np.setdiff1d(data_lines, rejected_lines.astype(np.int64), assume_unique=True)
-    if len(accepted_lines) != accepted:
-        return None
-    return accepted_lines
+        with open(path, "rb") as handle:
+            if not Path(path).stat().st_size:
+                return np.zeros(0, dtype=np.int64) if accepted == 0 else None
+            with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as data:
+                blank = _blank_lines(data)
+    excluded = np.array(sorted(set(blank) | set(rejected_lines)), dtype=np.int64)
+    candidates = np.arange(2, 2 + accepted + len(excluded), dtype=np.int64)
+    kept = candidates[~np.isin(candidates, excluded)][:accepted] if len(excluded) else candidates
+    return kept if len(kept) == accepted else None
+
+
+def _blank_lines(data) -> list[int]:
+    """1-based numbers of the empty lines (``\\n`` or ``\\r\\n`` alone), by searching for them."""
+    positions = []
+    for pattern in (b"\n\n", b"\n\r\n"):
+        position = data.find(pattern)
+        while position != -1:
+            positions.append(position)
+            position = data.find(pattern, position + 1)
+    blank, counted, newlines = [], 0, 0
+    for position in sorted(positions):
+        newlines += data[counted : position + 1].count(b"\n")
+        counted = position + 1
+        blank.append(newlines + 1)
+    return blank

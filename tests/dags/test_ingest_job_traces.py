@@ -1,0 +1,105 @@
+"""The nightly job-trace DAG run by Airflow (dag.test) on the bundled sample days."""
+
+from __future__ import annotations
+
+import csv
+import uuid
+from datetime import UTC
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SAMPLE_DAY = "2023-07-01"
+
+pytestmark = pytest.mark.airflow
+
+
+def load_dag():
+    from airflow.dag_processing.dagbag import DagBag
+
+    bag = DagBag(dag_folder=str(ROOT / "dags" / "ingest_job_traces.py"))
+    assert not bag.import_errors, bag.import_errors
+    return bag.dags["ingest_job_traces"]
+
+
+def run_dag(day: str, **conf):
+    from datetime import datetime
+
+    dag = load_dag()
+    for task in dag.tasks:  # a failing test must fail now, not after the production retry delays
+        task.retries = 0
+    logical_date = datetime.fromisoformat(day).replace(tzinfo=UTC)
+    return dag.test(logical_date=logical_date, run_conf={"day": day, **conf})
+
+
+def csv_rows(path: Path) -> int:
+    with path.open() as handle:
+        return sum(1 for _ in csv.reader(handle)) - 1
+
+
+def lake_content(lake_dir: Path) -> dict[str, list]:
+    return {
+        str(path.relative_to(lake_dir)): pq.read_table(path).to_pylist()
+        for path in sorted(lake_dir.glob("jobs/*/*/jobs.parquet"))
+    }
+
+
+def test_nightly_run_publishes_every_cluster_once_and_a_rerun_changes_nothing(airflow_db, lake_dir):
+    run = run_dag(SAMPLE_DAY)
+    assert run.state == "success"
+    for cluster in ("seren", "kalos"):
+        expected = csv_rows(ROOT / "include" / "sample_data" / "jobs" / cluster / f"{SAMPLE_DAY}.csv")
+        partition = lake_dir / f"jobs/cluster={cluster}/date={SAMPLE_DAY}/jobs.parquet"
+        table = pq.read_table(partition)
+        assert expected > 0 and table.num_rows == expected
+        assert len(set(table["job_id"].to_pylist())) == expected
+        assert (partition.parent / "_validation.json").exists()
+    assert not (lake_dir / "staging").exists() or not any((lake_dir / "staging").rglob("*.parquet"))
+
+    before = lake_content(lake_dir)
+    assert run_dag(SAMPLE_DAY).state == "success"
+    assert lake_content(lake_dir) == before
+
+
+def test_a_bad_input_fails_the_run_keeps_its_quarantine_and_publishes_nothing(airflow_db, lake_dir, tmp_path):
+    sample = ROOT / "include" / "sample_data" / "jobs" / "kalos" / f"{SAMPLE_DAY}.csv"
+    header, *rows = sample.read_text().splitlines()
+    bad_rows = [row.replace(",Eval,", ",Evaluation,") for row in rows[:20]]
+    assert bad_rows != rows[:20], "sample rows must contain Eval jobs"
+    broken = tmp_path / "kalos-export.csv"
+    broken.write_text("\n".join([header, *bad_rows, *rows[20:]]) + "\n")
+
+    run = run_dag(SAMPLE_DAY, cluster="kalos", source="acmetrace", input=str(broken))
+    assert run.state == "failed"
+    assert not (lake_dir / "jobs").exists()
+    (quarantine,) = (lake_dir / "quarantine/jobs/cluster=kalos").rglob("*.parquet")
+    reasons = set(pq.read_table(quarantine)["reason"].to_pylist())
+    assert reasons == {"unknown job type"}
+
+
+@pytest.mark.integration
+def test_the_same_dag_writes_to_s3_through_an_airflow_connection(airflow_db, monkeypatch, tmp_path):
+    pytest.importorskip("moto")
+    import json
+
+    from tests.integration.conftest import start_s3_server
+
+    with start_s3_server() as s3:
+        prefix = f"dagtest-{uuid.uuid4().hex[:8]}"
+        monkeypatch.setenv("ACME_LAKE_URI", f"s3://{s3['bucket']}/{prefix}")
+        connection = {
+            "conn_type": "aws",
+            "login": "test",
+            "password": "test",
+            "extra": {"endpoint_url": s3["endpoint"], "region_name": "us-east-1"},
+        }
+        monkeypatch.setenv("AIRFLOW_CONN_AWS_DEFAULT", json.dumps(connection))
+        monkeypatch.delenv("AWS_ENDPOINT_URL_S3", raising=False)
+        assert run_dag(SAMPLE_DAY, cluster="seren").state == "success"
+        listing = s3["client"].list_objects_v2(Bucket=s3["bucket"], Prefix=prefix)
+        keys = sorted(item["Key"] for item in listing.get("Contents", []))
+        partition = f"{prefix}/jobs/cluster=seren/date={SAMPLE_DAY}/jobs.parquet"
+        assert partition in keys
+        assert not [k for k in keys if "/staging/" in k or "/_locks/" in k]
