@@ -1,0 +1,1 @@
+"""Synthetic data generators calibrated to the published AcmeTrace figures."""
