@@ -1,0 +1,929 @@
+"""Slurm ``sacct`` job source: ``sacct --parsable2`` text into canonical job records.
+
+Input
+-----
+``sacct --parsable2`` output ('|' between fields, none at the end of a line), with its header
+line, or header-less (``--noheader``) with the field list given as ``fields`` (the CLI's
+``--fields``; ``%width`` suffixes are ignored, names are case-insensitive). ``--parsable``
+output (a trailing '|' on every line) is accepted too, and so is another ``--delimiter``
+(``delimiter=``). When a header is present it wins over ``fields`` (a note says so if they
+differ). Required fields: JobID, State, Submit; a header or field list without them raises
+:class:`SchemaDriftError` naming the missing ones. Empty input raises ``InputError("empty")``;
+no header and no ``fields`` raises :class:`InputError`. A header with no data lines is valid
+(sacct prints it when nothing matched) and gives zero jobs.
+
+Every other problem is per line: the line becomes a reject (its physical 1-based line number,
+a specific reason, the raw line as ``record``) and parsing goes on.
+
+Steps, arrays, heterogeneous jobs
+---------------------------------
+One canonical row per *job line*. Step lines (``123.batch``, ``123.extern``, ``123.0``,
+``123_4.batch``, ``123+0.batch``, ``123.0+1``) are folded into their job: the job's own line
+gives the state, times, user, partition and counts; steps only fill what the job line leaves
+empty (NodeList — the ``extern`` step first, as it spans every node of the allocation —,
+ExitCode — the ``batch`` step first —, TRES, NCPUS). Array tasks (``123_4``) and
+heterogeneous components (``123+0``, ``123+1``) are jobs of their own, ``job_id`` is sacct's
+JobID as printed. A not-yet-expanded array range (``123_[5-9]``, ``123_[3-4%2]``) is one
+record (rejected if PENDING, see below; e.g. a CANCELLED range is one CANCELLED job).
+
+A step whose job line is absent from the input (a cut or filtered extract) is **rejected**
+("orphan step"), not promoted to a job: a step lacks the job's user, partition, allocation
+submit time and overall state (``.extern`` is COMPLETED when the job FAILED), so promoting it
+would invent a record. Step lines are not records of their own (``rows_in`` counts jobs after
+folding, plus lines that could not be folded: malformed lines and orphan steps).
+
+A JobID seen twice (``--duplicates``, or concatenated extracts) keeps the *later* line, which
+is the newer record in sacct's order; the earlier one is rejected as superseded.
+
+States
+------
+``CANCELLED by 1234`` -> CANCELLED (the first word counts). COMPLETED, FAILED, CANCELLED,
+PREEMPTED, TIMEOUT, NODE_FAIL, OUT_OF_MEMORY, RUNNING are kept. Outside that vocabulary:
+
+- BOOT_FAIL -> NODE_FAIL (the allocation's nodes failed to boot), DEADLINE -> TIMEOUT (ended
+  by its time limit), REVOKED -> CANCELLED (a federated sibling ran instead).
+- COMPLETING, CONFIGURING, RESIZING, SUSPENDED, STOPPED, SIGNALING, STAGE_OUT, REQUEUED,
+  REQUEUE_FED, REQUEUE_HOLD -> RUNNING: the job was allocated and has not reached an end
+  state; a later extract supersedes it (``schema.state_rank``: terminal beats RUNNING).
+- PENDING -> rejected with the reason "has not started": a pending job has no outcome and no
+  start yet; it arrives in a later extract once it runs or ends. :func:`sacct_command` asks
+  sacct for non-pending states only (``--state``), so live extracts carry none.
+- Any other state is **kept as printed** (first word, upper case) in ``state`` with a null
+  ``state_group``, so the validation step's in-set check quarantines it and it is visible
+  there; the parser does not crash or guess.
+
+Times and time zones
+--------------------
+sacct prints local wall-clock time without an offset. Those times are read in ``tz`` (the
+cluster's IANA time zone, default UTC) and converted to UTC. A time that carries an offset
+(``SLURM_TIME_FORMAT`` with ``%z``) is read with its own offset. ``Unknown``, ``None``, empty
+-> null (End is Unknown while RUNNING; Start is None for a job cancelled before it started).
+A wall-clock time in the repeated hour when ``tz`` leaves summer time is ambiguous: it is read
+as summer time, and one in the skipped spring hour is shifted forward; a note counts either.
+Elapsed (``1-02:03:04``, ``02:03:04``, ``03:04.123``; or ElapsedRaw seconds) is kept as
+``source_duration_s``. A job line without a Submit time is rejected (the record's time key).
+
+Resources
+---------
+GPUs come from AllocTRES, or from ReqTRES when nothing was allocated (a job that never
+started): the untyped ``gres/gpu=N`` when present, else the sum of the typed
+``gres/gpu:TYPE=N`` entries, never both (sacct prints both for typed requests). A TRES
+without any ``gres/gpu`` entry means 0 GPUs; no TRES at all (field absent or empty on the
+job and its steps) means null, and such jobs are classified as if they had no GPU. ``cpu_num``
+is NCPUS (or the TRES ``cpu=`` when NCPUS is absent or 0), ``node_num`` NNodes (or TRES
+``node=``), ``node_list`` NodeList as printed (``None assigned`` -> null). ExitCode
+``code:signal`` -> ``exit_code`` = code (``0:9``, killed by signal 9, gives 0; the canonical
+record has one exit column).
+
+``user`` and ``job_name`` are kept as printed (only an empty value is null; a job may be
+named "None"). ``job_type`` comes from the job-type classifier (name, partition, gpu_num;
+``load_classifier()`` unless one is passed); ``source`` is ``sacct``; ``source_line`` the
+job line's physical 1-based line number.
+
+Days
+----
+A sacct window extract contains jobs submitted before the day that ran or ended in it; they
+are state updates for those jobs, so all are kept: ``day`` is accepted for a uniform parser
+signature and ignored, ``skipped_other_days`` is always 0. The day only shapes the live
+command (:func:`sacct_command`).
+
+Encoding
+--------
+:func:`read_sacct_file` decodes UTF-8 (a BOM is dropped). Bytes that are not UTF-8 (a
+Latin-1 job name, say) are replaced by U+FFFD rather than failing the whole extract, and
+:func:`parse_sacct` adds a note counting the affected lines (with the first line number);
+``strict=True`` raises :class:`InputError` naming the file, byte offset and line instead.
+A NUL byte (UTF-16 or binary input) always raises. :func:`run_sacct` decodes the same way.
+"""
+
+from __future__ import annotations
+
+import gc
+import re
+import shlex
+import subprocess
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from datetime import UTC, date, datetime, time, timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from acme.errors import ConfigError, InputError, SchemaDriftError
+from acme.schema import JOB_COLUMNS
+from acme.sources.base import ParseResult, finish_jobs_frame, rejects_frame
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from acme.classify import JobTypeClassifier
+
+__all__ = [
+    "DEFAULT_FIELDS",
+    "LIVE_STATES",
+    "REQUIRED_FIELDS",
+    "parse_sacct",
+    "read_sacct_file",
+    "run_sacct",
+    "sacct_command",
+]
+
+SOURCE = "sacct"
+
+# What the live mode asks for. JobID (not JobIDRaw) keeps array (123_4) and heterogeneous
+# (123+0) identities visible; NCPUS/NNodes/NodeList/AllocTRES give the allocation, ReqTRES the
+# request of jobs that never started; ExitCode the batch script's exit status.
+DEFAULT_FIELDS: tuple[str, ...] = (
+    "JobID",
+    "JobName",
+    "User",
+    "Partition",
+    "State",
+    "Submit",
+    "Start",
+    "End",
+    "Elapsed",
+    "NNodes",
+    "NCPUS",
+    "NodeList",
+    "AllocTRES",
+    "ReqTRES",
+    "ExitCode",
+)
+
+REQUIRED_FIELDS: tuple[str, ...] = ("JobID", "State", "Submit")
+
+# sacct --state for the live window: every state except PENDING (PD). With -S/-E, sacct
+# selects the jobs that were in one of these states during the window: jobs that ran, ended
+# or were cancelled in the day, but not those that only waited.
+LIVE_STATES: tuple[str, ...] = (
+    "BF",
+    "CA",
+    "CD",
+    "DL",
+    "F",
+    "NF",
+    "OOM",
+    "PR",
+    "R",
+    "RQ",
+    "RS",
+    "RV",
+    "S",
+    "TO",
+)
+
+_CANONICAL = (
+    "COMPLETED",
+    "FAILED",
+    "CANCELLED",
+    "PREEMPTED",
+    "TIMEOUT",
+    "NODE_FAIL",
+    "OUT_OF_MEMORY",
+    "RUNNING",
+)
+_STATE_MAP: dict[str, str] = {s: s for s in _CANONICAL}
+_STATE_MAP.update({"BOOT_FAIL": "NODE_FAIL", "DEADLINE": "TIMEOUT", "REVOKED": "CANCELLED"})
+_STATE_MAP.update(
+    dict.fromkeys(
+        (
+            "COMPLETING",
+            "CONFIGURING",
+            "RESIZING",
+            "SUSPENDED",
+            "STOPPED",
+            "SIGNALING",
+            "STAGE_OUT",
+            "REQUEUED",
+            "REQUEUE_FED",
+            "REQUEUE_HOLD",
+        ),
+        "RUNNING",
+    )
+)
+_PENDING_STATES = frozenset({"PENDING"})
+
+# Values sacct prints for "no value".
+_NULLS = frozenset({"", "Unknown", "None", "N/A", "(null)", "None assigned"})
+
+# job[_task|_[range]][+hetcomponent][.step]; a step may itself carry +component (123.0+1).
+_JOBID_RE = re.compile(r"(?P<job>\d+(?:_(?:\d+|\[[^\]]+\]))?(?:\+\d+)?)(?:\.(?P<step>[^.\s]+))?")
+_FIELD_NAME_RE = re.compile(r"[A-Za-z][A-Za-z0-9_]*(?:%-?\d+)?")
+_INT_RE = re.compile(r"\d+")
+_EXIT_RE = re.compile(r"(\d+)(?::(\d+))?")
+_NAIVE_TIME = r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}"
+_AWARE_TIME = _NAIVE_TIME + r"(?:Z|[+-]\d{2}:?\d{2})"
+_ELAPSED_RE = re.compile(r"(?:(\d+)-)?(?:(\d+):)?(\d+):(\d+(?:\.\d+)?)")
+
+
+# --------------------------------------------------------------------------- live mode
+
+
+def sacct_command(
+    day: date,
+    base_command: Sequence[str] = ("sacct",),
+    fields: Sequence[str] = DEFAULT_FIELDS,
+    *,
+    tz: str = "UTC",
+) -> list[str]:
+    """argv for one UTC day's extract: ``[*base_command, --parsable2, ...]``.
+
+    The window is the UTC day [00:00, next 00:00) written in the cluster's wall-clock time
+    ``tz``, because sacct reads -S/-E in its own local time. The header is kept (no
+    ``--noheader``) so :func:`parse_sacct` reads the field names from the output and notices
+    drift. ``--allocations``: one line per job (the job line carries everything canonical;
+    steps only add per-step usage, and skipping them cuts output and slurmdbd load about
+    threefold). No ``--duplicates``: sacct then prints only the latest record of a requeued
+    job. ``--state`` leaves out PENDING (see the module docstring). No argument needs shell
+    quoting, so ``base_command=("ssh", "login1", "sacct")`` works as is.
+    """
+    names = [str(f) for f in fields]
+    missing = _missing_required(names)
+    if missing:
+        raise ConfigError(f"sacct fields lack the required {', '.join(missing)}: {','.join(names)}")
+    zone = _zone(tz)
+    start_utc = datetime.combine(day, time(0), tzinfo=UTC)
+    end_utc = start_utc + timedelta(days=1)
+    fmt = "%Y-%m-%dT%H:%M:%S"
+    return [
+        *base_command,
+        "--parsable2",
+        "--allusers",
+        "--allocations",
+        f"--starttime={start_utc.astimezone(zone).strftime(fmt)}",
+        f"--endtime={end_utc.astimezone(zone).strftime(fmt)}",
+        f"--state={','.join(LIVE_STATES)}",
+        f"--format={','.join(names)}",
+    ]
+
+
+def run_sacct(
+    day: date,
+    base_command: Sequence[str] = ("sacct",),
+    fields: Sequence[str] = DEFAULT_FIELDS,
+    timeout_s: float = 300,
+    *,
+    tz: str = "UTC",
+) -> str:
+    """Run :func:`sacct_command` (argv list, no shell) and return its stdout as text.
+
+    Raises :class:`InputError` naming the command when it cannot be started, exits non-zero
+    (with the end of its stderr) or runs longer than ``timeout_s``.
+    """
+    argv = sacct_command(day, base_command, fields, tz=tz)
+    where = f"command `{shlex.join(argv)}`"
+    try:
+        proc = subprocess.run(argv, capture_output=True, timeout=timeout_s, check=False)
+    except FileNotFoundError as exc:
+        raise InputError(where, f"cannot start {argv[0]!r}: command not found") from exc
+    except subprocess.TimeoutExpired as exc:
+        raise InputError(where, f"timed out after {timeout_s:g} s") from exc
+    except OSError as exc:
+        raise InputError(where, f"cannot start: {exc}") from exc
+    if proc.returncode != 0:
+        stderr = proc.stderr.decode("utf-8", errors="replace").strip()
+        tail = stderr[-500:] if stderr else "(nothing on stderr)"
+        raise InputError(where, f"exited with status {proc.returncode}: {tail}")
+    return proc.stdout.decode("utf-8", errors="replace")
+
+
+def read_sacct_file(path: str | Path, *, strict: bool = False) -> str:
+    """The text of a saved sacct extract (see "Encoding" in the module docstring)."""
+    name = str(path)
+    try:
+        data = Path(path).read_bytes()
+    except OSError as exc:
+        raise InputError(name, f"cannot read: {exc.strerror or exc}") from exc
+    nul = data.find(b"\x00")
+    if nul >= 0:
+        raise InputError(
+            name,
+            f"NUL byte at byte offset {nul}: not sacct text (UTF-16 or binary?)",
+            data.count(b"\n", 0, nul) + 1,
+        )
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        if strict:
+            raise InputError(
+                name,
+                f"not UTF-8: byte 0x{data[exc.start]:02x} at byte offset {exc.start}",
+                data.count(b"\n", 0, exc.start) + 1,
+            ) from exc
+        return data.decode("utf-8-sig", errors="replace")
+
+
+# --------------------------------------------------------------------------- parsing
+
+
+class _Job:
+    __slots__ = ("line", "raw", "steps", "tokens")
+
+    def __init__(self, line: int, tokens: list[str], raw: str):
+        self.line = line
+        self.tokens = tokens
+        self.raw = raw
+        self.steps: list[tuple[str, list[str]]] = []  # (step name, tokens)
+
+
+def parse_sacct(
+    text: str,
+    cluster: str,
+    *,
+    source_file: str,
+    fields: Sequence[str] | str | None = None,
+    day: date | None = None,
+    classifier: JobTypeClassifier | None = None,
+    tz: str = "UTC",
+    delimiter: str = "|",
+) -> ParseResult:
+    """Parse sacct output into canonical jobs and rejects (see the module docstring)."""
+    del day  # kept for a uniform parser signature; see "Days" in the module docstring
+    with _gc_paused():
+        return _parse(text, cluster, source_file, fields, classifier, tz, delimiter)
+
+
+@contextmanager
+def _gc_paused() -> Iterator[None]:
+    """Pause the cyclic GC: building ~10^5 small lists otherwise triggers repeated full
+    collections that cost more than the parsing itself (nothing here makes cycles)."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _parse(
+    text: str,
+    cluster: str,
+    source_file: str,
+    fields: Sequence[str] | str | None,
+    classifier: JobTypeClassifier | None,
+    tz: str,
+    delimiter: str,
+) -> ParseResult:
+    if not delimiter:
+        raise ConfigError("sacct delimiter must not be empty")
+    zone_name = _zone(tz).key
+    if not text.strip():
+        raise InputError(source_file, "empty")
+    if classifier is None:
+        from acme.classify import load_classifier
+
+        classifier = load_classifier()
+
+    lines = text.split("\n")
+    if "\r" in text:  # CRLF line ends; physical line numbers stay the same
+        lines = [line[:-1] if line.endswith("\r") else line for line in lines]
+    notes: list[str] = []
+    header, first_data, from_header = _header(lines, fields, delimiter, source_file, notes)
+    names = [_field_key(f) for f in header]
+    missing = _missing_required(header)
+    if missing:
+        what = "header line" if from_header else "field list"
+        raise SchemaDriftError(
+            source_file,
+            f"the {what} lacks the required field(s) {', '.join(missing)} (it has: {', '.join(header)})",
+        )
+    col: dict[str, int] = {}
+    for i, key in enumerate(names):
+        col.setdefault(key, i)
+    n_fields = len(names)
+    i_jobid = col["jobid"]
+
+    rejects: list[dict[str, Any]] = []
+    jobs: dict[str, _Job] = {}
+    deferred: list[tuple[str, str, int, list[str], str]] = []
+    rows_in = 0
+    bad_utf8_lines: list[int] = []
+
+    def reject(line_no: int, reason: str, raw: str) -> None:
+        rejects.append({"source_file": source_file, "source_line": line_no, "reason": reason, "record": raw})
+
+    check_fffd = "\ufffd" in text
+    n_trailing = n_fields + 1
+    for line_no, raw in enumerate(lines[first_data:], first_data + 1):
+        if not raw or raw.isspace():
+            continue
+        if check_fffd and "\ufffd" in raw:
+            bad_utf8_lines.append(line_no)
+        tokens = raw.split(delimiter)
+        if len(tokens) != n_fields:
+            if len(tokens) == n_trailing and not tokens[-1]:
+                tokens.pop()  # --parsable: a delimiter ends every line
+            else:
+                rows_in += 1
+                reject(
+                    line_no,
+                    f"wrong field count: expected {n_fields} {delimiter!r}-separated fields, got {len(tokens)}",
+                    raw,
+                )
+                continue
+        job_id = tokens[i_jobid].strip()
+        base, dot, step = job_id.partition(".")
+        if not (base.isdigit() and job_id.isascii() and (not dot or step.isalnum())):  # fast: 123, 123.batch
+            match = _JOBID_RE.fullmatch(job_id)
+            if match is None:
+                rows_in += 1
+                reject(line_no, "missing JobID" if not job_id else f"malformed JobID {job_id!r}", raw)
+                continue
+            base, step = match.group("job"), match.group("step") or ""
+        if not step:
+            rows_in += 1
+            previous = jobs.get(base)
+            if previous is not None:
+                reject(
+                    previous.line,
+                    f"superseded: job {base} appears again at line {line_no} (sacct --duplicates or "
+                    "concatenated extracts); the later line wins",
+                    previous.raw,
+                )
+            jobs[base] = _Job(line_no, tokens, raw)
+        elif base in jobs:
+            jobs[base].steps.append((step, tokens))
+        else:
+            deferred.append((base, step, line_no, tokens, raw))
+
+    for base, step, line_no, tokens, raw in deferred:
+        if base in jobs:
+            jobs[base].steps.append((step, tokens))
+        else:
+            rows_in += 1
+            reject(line_no, f"orphan step {base}.{step}: job {base} has no job line in this input", raw)
+
+    if bad_utf8_lines:
+        notes.append(
+            f"{len(bad_utf8_lines)} line(s) contain U+FFFD: bytes that were not UTF-8 were replaced "
+            f"when decoding (first at line {bad_utf8_lines[0]})"
+        )
+    if "alloctres" not in col and "reqtres" not in col:
+        notes.append("no AllocTRES/ReqTRES field: gpu_num is null and job types assume no GPUs")
+
+    frame, job_rejects = _build_jobs(
+        list(jobs.items()), col, cluster, source_file, zone_name, classifier, notes
+    )
+    rejects.extend(job_rejects)
+    rejects.sort(key=lambda r: r["source_line"])
+    return ParseResult(jobs=frame, rejects=rejects_frame(rejects), rows_in=rows_in, notes=notes)
+
+
+def _header(
+    lines: list[str], fields: Sequence[str] | str | None, delimiter: str, source_file: str, notes: list[str]
+) -> tuple[list[str], int, bool]:
+    """(field names, index of the first data line, whether the names come from a header line)."""
+    first = next(i for i, line in enumerate(lines) if line.strip())
+    tokens = lines[first].rstrip("\r").split(delimiter)
+    if len(tokens) > 1 and tokens[-1] == "":
+        tokens.pop()
+    tokens = [t.strip() for t in tokens]
+    given: list[str] | None = None
+    if fields is not None:
+        given = [f.strip() for f in (fields.split(",") if isinstance(fields, str) else fields) if f.strip()]
+    if _looks_like_header(tokens):
+        if given is not None and [_field_key(f) for f in given] != [_field_key(t) for t in tokens]:
+            notes.append("the header line differs from the given field list; the header was used")
+        return tokens, first + 1, True
+    if given is None:
+        raise InputError(
+            source_file,
+            "no header line and no field list: pass fields (the --format list) for --noheader output",
+            first + 1,
+        )
+    if not given:
+        raise InputError(source_file, "the field list is empty")
+    return given, first, False
+
+
+def _looks_like_header(tokens: list[str]) -> bool:
+    keys = {_field_key(t) for t in tokens}
+    return ("jobid" in keys or "jobidraw" in keys) and all(_FIELD_NAME_RE.fullmatch(t) for t in tokens)
+
+
+def _field_key(name: str) -> str:
+    return name.strip().split("%", 1)[0].lower()
+
+
+def _missing_required(names: Sequence[str]) -> list[str]:
+    have = {_field_key(n) for n in names}
+    return [r for r in REQUIRED_FIELDS if r.lower() not in have]
+
+
+def _zone(tz: str) -> ZoneInfo:
+    try:
+        return ZoneInfo(tz)
+    except (ZoneInfoNotFoundError, ValueError) as exc:
+        raise ConfigError(f"time zone {tz!r} is not a known IANA time zone") from exc
+
+
+def _null(value: str | None) -> bool:
+    return value is None or value.strip() in _NULLS
+
+
+def _cached(values: Sequence[str | None], parse: Any) -> list[Any]:
+    """``parse`` of every value, each distinct value parsed once (sacct repeats a lot)."""
+    cache: dict[str | None, Any] = {}
+    out = []
+    for value in values:
+        try:
+            out.append(cache[value])
+        except KeyError:
+            cache[value] = result = parse(value)
+            out.append(result)
+    return out
+
+
+def _build_jobs(
+    items: list[tuple[str, _Job]],
+    col: dict[str, int],
+    cluster: str,
+    source_file: str,
+    zone_name: str,
+    classifier: JobTypeClassifier,
+    notes: list[str],
+) -> tuple[pd.DataFrame, list[dict[str, Any]]]:
+    """Canonical frame of the job lines that parse, and rejects for those that do not."""
+    import numpy as np
+    import pandas as pd
+
+    columns = list(zip(*(job.tokens for _, job in items), strict=True)) if items else []
+
+    def column(name: str) -> Sequence[str | None]:
+        i = col.get(name)
+        return [None] * len(items) if i is None or not columns else columns[i]
+
+    raw_submit, raw_start, raw_end = column("submit"), column("start"), column("end")
+    submit, submit_bad = _parse_times(raw_submit, zone_name, notes)
+    submit_null = np.isnat(submit)
+    start, start_bad = _parse_times(raw_start, zone_name, notes)
+    end, end_bad = _parse_times(raw_end, zone_name, notes)
+    elapsed_field = "Elapsed" if "elapsed" in col else "ElapsedRaw"
+    raw_elapsed = column(elapsed_field.lower())
+    elapsed = _cached(raw_elapsed, _parse_elapsed if elapsed_field == "Elapsed" else _parse_elapsed_raw)
+
+    states = _cached(column("state"), _canonical_state)
+    nnodes = _cached(column("nnodes"), lambda v: _parse_count(v, "NNodes"))
+    ncpus = _cached(column("ncpus"), lambda v: _parse_count(v, "NCPUS"))
+    exits = _cached(column("exitcode"), _parse_exit)
+    alloc = _cached(column("alloctres"), _parse_tres)
+    # The request only counts where nothing was allocated (a job that never started).
+    raw_req = column("reqtres")
+    req_cache: dict[str | None, Any] = {}
+    raw_nodelist = column("nodelist")
+    raw_user, raw_name, raw_partition = column("user"), column("jobname"), column("partition")
+
+    out: dict[str, list[Any]] = {name: [] for name in JOB_COLUMNS}
+    keep: list[int] = []
+    rejects: list[dict[str, Any]] = []
+    tres_cache: dict[str | None, Any] = {}
+    exit_cache: dict[str | None, Any] = {}
+
+    for k, (job_id, job) in enumerate(items):
+        state, state_error = states[k]
+        node_num, nodes_error = nnodes[k]
+        cpu_num, cpus_error = ncpus[k]
+        exit_code, exit_error = exits[k]
+        alloc_tres, alloc_error = alloc[k]
+        req_tres = req_error = None
+        if alloc_tres is None and not alloc_error:
+            text = raw_req[k]
+            if text not in req_cache:
+                req_cache[text] = _parse_tres(text)
+            req_tres, req_error = req_cache[text]
+        seconds, elapsed_error = elapsed[k]
+        if (
+            state_error
+            or submit_bad[k]
+            or submit_null[k]
+            or start_bad[k]
+            or end_bad[k]
+            or elapsed_error
+            or nodes_error
+            or cpus_error
+            or exit_error
+            or alloc_error
+            or req_error
+        ):
+            errors = [e for e in (state_error,) if e]
+            if submit_bad[k]:
+                errors.append(f"unparseable Submit {raw_submit[k]!r}")
+            elif submit_null[k]:
+                errors.append(f"no submit time (Submit={raw_submit[k]!r})")
+            if start_bad[k]:
+                errors.append(f"unparseable Start {raw_start[k]!r}")
+            if end_bad[k]:
+                errors.append(f"unparseable End {raw_end[k]!r}")
+            if elapsed_error:
+                errors.append(f"unparseable {elapsed_field} {raw_elapsed[k]!r}")
+            errors += [e for e in (nodes_error, cpus_error, exit_error) if e]
+            if alloc_error:
+                errors.append(f"AllocTRES: {alloc_error}")
+            if req_error:
+                errors.append(f"ReqTRES: {req_error}")
+            rejects.append(
+                {
+                    "source_file": source_file,
+                    "source_line": job.line,
+                    "reason": "; ".join(errors),
+                    "record": job.raw,
+                }
+            )
+            continue
+
+        tres = alloc_tres if alloc_tres is not None else req_tres  # allocated, else the request
+        node_list = None if _null(raw_nodelist[k]) else raw_nodelist[k].strip()
+        if job.steps and (node_list is None or exit_code is None or tres is None or not cpu_num):
+            node_list, exit_code, tres, cpu_num = _fill_from_steps(
+                job.steps, col, node_list, exit_code, tres, cpu_num, tres_cache, exit_cache
+            )
+        gpu_num = tres[0] if tres else None
+        if not cpu_num and tres and tres[1] is not None:
+            cpu_num = tres[1]
+        if node_num is None and tres and tres[2] is not None:
+            node_num = tres[2]
+
+        keep.append(k)
+        out["job_id"].append(job_id)
+        out["state"].append(state)
+        out["gpu_num"].append(gpu_num)
+        out["cpu_num"].append(cpu_num)
+        out["node_num"].append(node_num)
+        out["node_list"].append(node_list)
+        out["exit_code"].append(exit_code)
+        out["source_line"].append(job.line)
+        out["source_duration_s"].append(seconds)
+
+    n = len(keep)
+    # Names are free text: only an empty one is null (a job may be called "None").
+    names = [raw_name[k] or None for k in keep]
+    partitions = [raw_partition[k] or None for k in keep]
+    out["job_name"] = names
+    out["user"] = [raw_user[k].strip() or None if raw_user[k] is not None else None for k in keep]
+    out["job_type"] = _classify_all(classifier, names, partitions, out["gpu_num"])
+    out["cluster"] = [cluster] * n
+    out["source"] = [SOURCE] * n
+    out["source_file"] = [source_file] * n
+    rows = np.asarray(keep, dtype=np.int64)
+    for name, values in (("submit_time", submit), ("start_time", start), ("end_time", end)):
+        out[name] = pd.Series(values[rows]).dt.tz_localize("UTC")
+    for name in ("state_group", "queue_s", "run_s", "gpu_time", "source_gpu_time"):
+        out[name] = [None] * n
+    frame = pd.DataFrame({name: out[name] for name in JOB_COLUMNS})
+    return finish_jobs_frame(frame), rejects
+
+
+def _classify_all(
+    classifier: JobTypeClassifier,
+    names: list[str | None],
+    partitions: list[str | None],
+    gpus: list[int | None],
+) -> list[str]:
+    """Job type per job, each distinct (name, partition, gpus) decided once.
+
+    A job with unknown GPUs (no TRES) is classified as having none.
+    """
+    keys = list(zip(names, partitions, (g or 0 for g in gpus), strict=True))
+    unique = list(dict.fromkeys(keys))
+    if _plain_rules(classifier):
+        types = _classify_rulewise(classifier.rules, unique)
+    else:
+        types = [classifier.classify(name, partition, gpu_num=gpu) for name, partition, gpu in unique]
+    lookup = dict(zip(unique, types, strict=True))
+    return [lookup[key] for key in keys]
+
+
+_RULE_FIELDS = frozenset({"job_type", "name", "partition", "label_key", "label_value", "gpus"})
+
+
+def _plain_rules(classifier: Any) -> bool:
+    """Whether :func:`_classify_rulewise` decides exactly as ``classifier.classify`` would."""
+    from dataclasses import fields, is_dataclass
+
+    from acme.classify import JobTypeClassifier
+
+    if type(classifier) is not JobTypeClassifier:
+        return False
+    return all(is_dataclass(r) and {f.name for f in fields(r)} == _RULE_FIELDS for r in classifier.rules)
+
+
+def _classify_rulewise(rules: Sequence[Any], keys: list[tuple[str | None, str | None, int]]) -> list[str]:
+    """``JobTypeClassifier.classify`` for many jobs, one rule at a time (first match wins).
+
+    Same conditions as ``JobTypeRule.matches`` with no labels (sacct jobs have none, so a
+    label rule never matches); about three times faster than a call per job.
+    """
+    names = [name or "" for name, _, _ in keys]
+    parts = [partition or "" for _, partition, _ in keys]
+    gpus = [gpu for _, _, gpu in keys]
+    result: list[str | None] = [None] * len(keys)
+    todo = list(range(len(keys)))
+    for rule in rules:
+        if not todo:
+            break
+        if rule.label_key is not None:
+            continue
+        hits = todo
+        if rule.gpus == "zero":
+            hits = [i for i in hits if gpus[i] == 0]
+        elif rule.gpus == "positive":
+            hits = [i for i in hits if gpus[i] > 0]
+        if rule.name is not None:
+            search = rule.name.search
+            hits = [i for i in hits if search(names[i])]
+        if rule.partition is not None:
+            search = rule.partition.search
+            hits = [i for i in hits if search(parts[i])]
+        if hits:
+            for i in hits:
+                result[i] = rule.job_type
+            todo = [i for i in todo if result[i] is None]
+    for i in todo:
+        result[i] = "CPU" if gpus[i] == 0 else "Other"
+    return result  # type: ignore[return-value]
+
+
+def _fill_from_steps(
+    steps: list[tuple[str, list[str]]],
+    col: dict[str, int],
+    node_list: str | None,
+    exit_code: int | None,
+    tres: tuple[int | None, int | None, int | None] | None,
+    cpu_num: int | None,
+    tres_cache: dict,
+    exit_cache: dict,
+) -> tuple[str | None, int | None, tuple[int | None, int | None, int | None] | None, int | None]:
+    """Fill what the job line left empty from its steps; unusable step values are skipped."""
+
+    def ordered(first: str) -> list[list[str]]:
+        return [t for s, t in steps if s == first] + [t for s, t in steps if s != first]
+
+    def value(tokens: list[str], name: str) -> str | None:
+        i = col.get(name)
+        return None if i is None or _null(tokens[i]) else tokens[i].strip()
+
+    if node_list is None:
+        node_list = next((v for t in ordered("extern") if (v := value(t, "nodelist"))), None)
+    if exit_code is None:
+        for tokens in ordered("batch"):
+            text = value(tokens, "exitcode")
+            if text is not None:
+                if text not in exit_cache:
+                    exit_cache[text] = _parse_exit(text)
+                if exit_cache[text][1] is None:
+                    exit_code = exit_cache[text][0]
+                    break
+    if tres is None:
+        for tokens in ordered("extern"):
+            text = value(tokens, "alloctres")
+            if text is not None:
+                if text not in tres_cache:
+                    tres_cache[text] = _parse_tres(text)
+                if tres_cache[text][1] is None:
+                    tres = tres_cache[text][0]
+                    break
+    if not cpu_num:
+        for tokens in ordered("extern"):
+            count, error = _parse_count(value(tokens, "ncpus"), "NCPUS")
+            if count and not error:
+                cpu_num = count
+                break
+    return node_list, exit_code, tres, cpu_num
+
+
+def _canonical_state(text: str | None) -> tuple[str | None, str | None]:
+    """(canonical state, reject reason)."""
+    text = text or ""
+    word = text.strip().split(" ", 1)[0].rstrip("+").upper()
+    if not word:
+        return None, "empty State"
+    if word in _PENDING_STATES:
+        return None, (
+            f"state {text.strip()!r}: the job has not started; pending jobs are not job records "
+            "(a later extract carries the job once it runs or ends)"
+        )
+    return _STATE_MAP.get(word, word), None
+
+
+def _parse_count(text: str | None, field: str) -> tuple[int | None, str | None]:
+    if _null(text):
+        return None, None
+    value = text.strip()
+    if _INT_RE.fullmatch(value):
+        return int(value), None
+    return None, f"unparseable {field} {value!r}"
+
+
+def _parse_exit(text: str | None) -> tuple[int | None, str | None]:
+    if _null(text):
+        return None, None
+    match = _EXIT_RE.fullmatch(text.strip())
+    if match is None:
+        return None, f"unparseable ExitCode {text.strip()!r}"
+    return int(match.group(1)), None
+
+
+def _parse_tres(text: str | None) -> tuple[tuple[int | None, int | None, int | None] | None, str | None]:
+    """((gpu_num, cpu, node), error) from a TRES list like ``cpu=8,gres/gpu:a100=2,mem=64G``.
+
+    (None, None) for an empty TRES.
+    """
+    if _null(text):
+        return None, None
+    untyped: int | None = None
+    typed: int | None = None
+    cpu: int | None = None
+    node: int | None = None
+    for item in text.strip().split(","):
+        if not item:
+            continue
+        key, sep, value = item.partition("=")
+        if not sep:
+            return None, f"malformed TRES entry {item!r}"
+        key = key.strip()
+        is_gpu = key == "gres/gpu" or key.startswith("gres/gpu:")
+        if not (is_gpu or key in ("cpu", "node")):
+            continue
+        value = value.strip()
+        if not _INT_RE.fullmatch(value):
+            return None, f"unparseable {key} count {value!r}"
+        count = int(value)
+        if key == "gres/gpu":
+            untyped = count
+        elif is_gpu:
+            typed = (typed or 0) + count
+        elif key == "cpu":
+            cpu = count
+        else:
+            node = count
+    gpu = untyped if untyped is not None else typed if typed is not None else 0
+    return (gpu, cpu, node), None
+
+
+def _parse_times(values: list[str | None], zone_name: str, notes: list[str]) -> tuple[Any, Any]:
+    """(naive UTC datetime64[us] array, bad-value mask) for sacct times read in ``zone_name``."""
+    import numpy as np
+    import pandas as pd
+
+    result = np.full(len(values), np.datetime64("NaT"), dtype="datetime64[us]")
+    if not values:
+        return result, np.zeros(0, dtype=bool)
+    text = pd.Series(values, dtype="object").fillna("").astype(str).str.strip()
+    null = text.isin(_NULLS).to_numpy()
+    naive = text.str.fullmatch(_NAIVE_TIME).to_numpy(dtype=bool)
+    aware = ~naive & text.str.fullmatch(_AWARE_TIME).to_numpy(dtype=bool)
+    bad = ~null & ~naive & ~aware
+    if naive.any():
+        wall = pd.to_datetime(text[naive], format="%Y-%m-%dT%H:%M:%S", errors="coerce").astype(
+            "datetime64[us]"
+        )
+        bad[naive] |= wall.isna().to_numpy()
+        if zone_name != "UTC":
+            local = wall.dt.tz_localize(zone_name, ambiguous="NaT", nonexistent="NaT")
+            odd = (local.isna() & wall.notna()).to_numpy()
+            if odd.any():
+                redo = wall[odd]
+                ambiguous = redo.dt.tz_localize(
+                    zone_name, ambiguous="NaT", nonexistent="shift_forward"
+                ).isna()
+                fixed = redo.dt.tz_localize(
+                    zone_name, ambiguous=np.ones(len(redo), dtype=bool), nonexistent="shift_forward"
+                )
+                local = local.where(~odd, fixed)
+                n_amb = int(ambiguous.sum())
+                if n_amb:
+                    notes.append(
+                        f"{n_amb} time(s) fell in the repeated hour when {zone_name} left summer time; "
+                        "read as summer time"
+                    )
+                if len(redo) - n_amb:
+                    notes.append(
+                        f"{len(redo) - n_amb} time(s) fell in the hour skipped when {zone_name} entered "
+                        "summer time; shifted forward"
+                    )
+            wall = local.dt.tz_convert("UTC").dt.tz_localize(None)
+        result[naive] = wall.to_numpy(dtype="datetime64[us]")
+    if aware.any():
+        parsed = pd.to_datetime(text[aware], utc=True, format="ISO8601", errors="coerce")
+        bad[aware] |= parsed.isna().to_numpy()
+        result[aware] = parsed.dt.tz_localize(None).to_numpy(dtype="datetime64[us]")
+    return result, bad
+
+
+def _parse_elapsed(text: str | None) -> tuple[float | None, str | None]:
+    """(seconds, error) for sacct ``[D-][HH:]MM:SS[.fff]`` durations."""
+    if _null(text):
+        return None, None
+    match = _ELAPSED_RE.fullmatch(text.strip())
+    if match is None:
+        return None, "bad"
+    days, hours, minutes, seconds = match.groups()
+    return int(days or 0) * 86400 + int(hours or 0) * 3600 + int(minutes) * 60 + float(seconds), None
+
+
+def _parse_elapsed_raw(text: str | None) -> tuple[float | None, str | None]:
+    if _null(text):
+        return None, None
+    return (float(text), None) if _INT_RE.fullmatch(text.strip()) else (None, "bad")
