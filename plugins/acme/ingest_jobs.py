@@ -23,10 +23,12 @@ from acme import config
 from acme.errors import InputError, QuarantineThresholdError
 from acme.lake import Lake
 from acme.schema import JOB_COLUMNS, job_arrow_schema
-from acme.sources.base import REJECT_COLUMNS, ParseResult
+from acme.sources.base import REJECT_COLUMNS, ParseResult, first_submit_day
 
 if TYPE_CHECKING:
     import pandas as pd
+
+    from acme.validate import ValidationOutcome
 
 FORMATS = ("acmetrace", "sacct", "k8s")
 QUARANTINE_COLUMNS = ["cluster", "source", "input", "stage", *REJECT_COLUMNS]
@@ -137,9 +139,10 @@ def quarantine_frame(job_input: JobInput, rejects: pd.DataFrame, stage: str) -> 
     )[QUARANTINE_COLUMNS]
 
 
-def quarantine_key(job_input: JobInput, first_day: date | None) -> str:
+def input_artifact_key(area: str, job_input: JobInput, first_day: date | None, suffix: str) -> str:
+    """Where a per-input artifact (quarantine, validation report) lives: by the run's day."""
     day = job_input.day or first_day
-    return f"quarantine/jobs/cluster={job_input.cluster}/date={day or 'undated'}/{job_input.key}.parquet"
+    return f"{area}/jobs/cluster={job_input.cluster}/date={day or 'undated'}/{job_input.key}{suffix}"
 
 
 def write_quarantine(
@@ -148,7 +151,7 @@ def write_quarantine(
     """Replace this input's quarantine file (removing a stale one when nothing failed now)."""
     import pyarrow as pa
 
-    key = quarantine_key(job_input, first_day)
+    key = input_artifact_key("quarantine", job_input, first_day, ".parquet")
     if quarantined.empty:
         if lake.exists(key):
             lake.delete_prefix(key)
@@ -260,6 +263,7 @@ def merge_job_tables(existing, incoming):
 def _record_validation(
     lake: Lake, partition: str, job_input: JobInput, report: dict[str, Any], rows: int, partition_rows: int
 ) -> None:
+    """Note in the partition's ``_validation.json`` which input wrote what, and its report."""
     key = f"{partition}/_validation.json"
     document = lake.read_json(key, default={"inputs": {}})
     document["inputs"][job_input.key] = {
@@ -271,9 +275,7 @@ def _record_validation(
         "success": report.get("success"),
         "rows_validated": report.get("rows_validated"),
         "rows_rejected": report.get("rows_rejected"),
-        "expectations": [
-            {k: v for k, v in item.items() if k != "observed"} for item in report.get("expectations", [])
-        ],
+        "report": report.get("url"),
     }
     document["partition_rows"] = partition_rows
     lake.write_json(key, document)
@@ -289,8 +291,8 @@ def ingest_job_file(
     parsed, layout = parse_job_input(job_input, local_path)
     preloading.join()
     outcome = validate_jobs(parsed.jobs, layout=layout, source_file=job_input.uri)
-    quarantined, quarantine_url = quarantine_input(
-        lake, job_input, parsed.rejects, outcome.rejected, _first_day(parsed.jobs),
+    quarantined, quarantine_url = record_input_outcome(
+        lake, job_input, parsed.rejects, outcome, first_submit_day(parsed.jobs),
         parsed.rows_in - parsed.skipped_other_days, max_quarantine_share,
     )  # fmt: skip
     partitions = publish_jobs(lake, job_input, outcome.accepted, outcome.report)
@@ -304,34 +306,35 @@ def ingest_job_file(
     }
 
 
-def quarantine_input(
+def record_input_outcome(
     lake: Lake,
     job_input: JobInput,
     parse_rejects: pd.DataFrame,
-    validation_rejects: pd.DataFrame,
+    outcome: ValidationOutcome,
     first_day: date | None,
     rows_in: int,
     max_quarantine_share: float | None,
 ) -> tuple[pd.DataFrame, str | None]:
-    """Write the input's quarantine, then fail it if too large a share of its rows is there."""
+    """Write the input's quarantine and validation report, then fail it if too much is bad.
+
+    The report's URL is added to ``outcome.report`` so the partitions can point at it.
+    """
     import pandas as pd
 
     quarantined = pd.concat(
         [
             quarantine_frame(job_input, parse_rejects, "parse"),
-            quarantine_frame(job_input, validation_rejects, "validate"),
+            quarantine_frame(job_input, outcome.rejected, "validate"),
         ],
         ignore_index=True,
     ).sort_values("source_line", kind="stable")
     url = write_quarantine(lake, job_input, quarantined, first_day)
+    report = {**outcome.report, "input": job_input.uri, "rows_in": rows_in, "quarantined": len(quarantined)}
+    outcome.report["url"] = lake.write_json(
+        input_artifact_key("validation", job_input, first_day, ".json"), report
+    )
     check_quarantine_share(job_input, rows_in, quarantined, max_quarantine_share)
     return quarantined, url
-
-
-def _first_day(jobs: pd.DataFrame) -> date | None:
-    if jobs.empty:
-        return None
-    return jobs["submit_time"].min().date()
 
 
 # --- the same steps as separate Airflow tasks, handing over through the lake -------------
@@ -358,7 +361,9 @@ def extract_job_input(lake: Lake, job_input: JobInput, command: Sequence[str] | 
 
         if job_input.day is None:
             raise InputError(job_input.uri, "live sacct needs a day")
-        text = run_sacct(job_input.day, command, fields=job_input.fields or DEFAULT_FIELDS)
+        text = run_sacct(
+            job_input.day, command, fields=job_input.fields or DEFAULT_FIELDS, tz=job_input.timezone
+        )
         lake.write_bytes(key, text.encode())
         return key
     import fsspec
@@ -390,7 +395,7 @@ def parse_staged(lake: Lake, job_input: JobInput, raw: str, staging: str) -> dic
         "parsed": len(parsed.jobs),
         "parse_rejects": len(parsed.rejects),
         "skipped_other_days": parsed.skipped_other_days,
-        "first_day": _first_day(parsed.jobs),
+        "first_day": first_submit_day(parsed.jobs),
         "notes": parsed.notes,
     }
 
@@ -410,8 +415,8 @@ def validate_staged(
     parse_rejects = lake.read_parquet(f"{staging}/parse_rejects.parquet").to_pandas().astype(REJECT_COLUMNS)
     outcome = validate_jobs(jobs, layout=parsed["layout"], source_file=job_input.uri)
     first_day = date.fromisoformat(str(parsed["first_day"])) if parsed.get("first_day") else None
-    quarantined, quarantine_url = quarantine_input(
-        lake, job_input, parse_rejects, outcome.rejected, first_day,
+    quarantined, quarantine_url = record_input_outcome(
+        lake, job_input, parse_rejects, outcome, first_day,
         parsed["rows_in"] - parsed["skipped_other_days"], max_quarantine_share,
     )  # fmt: skip
     lake.write_parquet(f"{staging}/accepted.parquet", _jobs_table(outcome.accepted))

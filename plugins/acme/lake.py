@@ -3,7 +3,8 @@
 Layout (Hive-style partitions, so DuckDB and pyarrow read them as datasets)::
 
     jobs/cluster=<c>/date=<YYYY-MM-DD>/jobs.parquet          canonical jobs submitted that UTC day
-    jobs/cluster=<c>/date=<YYYY-MM-DD>/_validation.json      validation results, one entry per input
+    jobs/cluster=<c>/date=<YYYY-MM-DD>/_validation.json      which inputs wrote it, with their results
+    validation/jobs/cluster=<c>/date=<d>/<input_key>.json    an input's full validation results
     quarantine/jobs/cluster=<c>/date=<d>/<input_key>.parquet rejected rows of one input, with reasons
     raw/jobs/cluster=<c>/date=<d>/<input_key><ext>           the extracted source, as received
     staging/<run>/...                                         hand-over between the tasks of one run

@@ -103,3 +103,32 @@ def test_the_same_dag_writes_to_s3_through_an_airflow_connection(airflow_db, mon
         partition = f"{prefix}/jobs/cluster=seren/date={SAMPLE_DAY}/jobs.parquet"
         assert partition in keys
         assert not [k for k in keys if "/staging/" in k or "/_locks/" in k]
+
+
+def test_live_sacct_mode_runs_the_configured_command_and_keeps_its_output(
+    airflow_db, lake_dir, tmp_path, monkeypatch
+):
+    """A cluster configured with a live sacct command (here a stand-in script printing a real-format extract)."""
+    extract = ROOT / "tests" / "fixtures" / "sacct" / "constructed_edge_cases.txt"
+    calls = tmp_path / "calls.txt"
+    fake_sacct = tmp_path / "fake-sacct"
+    fake_sacct.write_text(f'#!/bin/sh\necho "$@" > {calls}\ncat {extract}\n')
+    fake_sacct.chmod(0o755)
+    clusters = tmp_path / "clusters.yaml"
+    clusters.write_text(
+        f"clusters:\n  seren:\n    jobs: {{format: sacct, command: [{fake_sacct}], timezone: Asia/Shanghai}}\n"
+    )
+    monkeypatch.setenv("ACME_CLUSTERS_FILE", str(clusters))
+    monkeypatch.setenv("ACME_QUARANTINE_MAX_SHARE", "1.0")  # the extract holds deliberately bad lines
+
+    assert run_dag(SAMPLE_DAY).state == "success"
+    arguments = calls.read_text().split()
+    # The UTC day, written in the cluster's local time for sacct.
+    assert "--starttime=2023-07-01T08:00:00" in arguments and "--endtime=2023-07-02T08:00:00" in arguments
+    (raw,) = lake_dir.glob("raw/jobs/cluster=seren/date=2023-07-01/*")
+    assert raw.read_text() == extract.read_text()
+    published = list(lake_dir.glob("jobs/cluster=seren/*/jobs.parquet"))
+    assert published
+    sources = {row for path in published for row in pq.read_table(path)["source"].to_pylist()}
+    assert sources == {"sacct"}
+    assert list(lake_dir.glob("quarantine/jobs/cluster=seren/date=2023-07-01/*.parquet"))

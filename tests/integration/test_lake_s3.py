@@ -13,6 +13,7 @@ import uuid
 import pyarrow.parquet as pq
 import pytest
 
+from acme.ingest_jobs import JobInput
 from acme.lake import LakeLockTimeout, open_lake
 
 pytestmark = pytest.mark.integration
@@ -32,10 +33,18 @@ def test_cli_ingests_into_s3_exactly_once(s3_env, shared_reference, tmp_path):
     summary = json.loads(first.stdout)
     partition = f"{prefix}/jobs/cluster=seren/date=2023-02-28/jobs.parquet"
     assert summary["partitions"] == [f"s3://acme-lake/{partition}"]
+    input_key = JobInput("seren", "acmetrace", str(sample)).key
+    report = f"{prefix}/validation/jobs/cluster=seren/date=2023-02-28/{input_key}.json"
     assert keys(s3_env, prefix) == [
         f"{prefix}/jobs/cluster=seren/date=2023-02-28/_validation.json",
         partition,
+        report,
     ]
+    validation = s3_env["client"].get_object(
+        Bucket="acme-lake", Key=partition.replace("jobs.parquet", "_validation.json")
+    )
+    (entry,) = json.loads(validation["Body"].read())["inputs"].values()
+    assert entry["report"] == f"s3://acme-lake/{report}" and entry["success"] is True
     body = s3_env["client"].get_object(Bucket="acme-lake", Key=partition)["Body"].read()
     table = pq.read_table(io.BytesIO(body))
     assert table.num_rows == 5 and len(set(table["job_id"].to_pylist())) == 5

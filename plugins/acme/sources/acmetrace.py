@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 from acme import config
 from acme.errors import InputError, SchemaDriftError
 from acme.schema import JOB_COLUMNS, STATE_GROUPS
-from acme.sources.base import REJECT_COLUMNS, ParseResult
+from acme.sources.base import REJECT_COLUMNS, ParseResult, first_submit_day
 
 if TYPE_CHECKING:
     import numpy as np
@@ -112,7 +112,7 @@ def parse_acmetrace(
         skipped = int((~in_day).sum())
         if skipped:
             jobs = jobs.loc[in_day]
-        if len(rejects) and _first_day(frame) != day:
+        if len(rejects) and first_submit_day(frame) != day:
             skipped += len(rejects)
             rejects = rejects.iloc[0:0]
     rows_in = len(frame) + len(unreadable)
@@ -230,11 +230,6 @@ def _to_pandas(rows) -> pd.DataFrame:
 def _canonical(frame: pd.DataFrame) -> pd.DataFrame:
     frame = frame.assign(state_group=frame["state"].map(STATE_GROUPS))
     return frame[list(JOB_COLUMNS)]
-
-
-def _first_day(frame: pd.DataFrame) -> date | None:
-    first = frame["submit_time"].min()
-    return None if first is None or first != first else first.date()
 
 
 def _accepted_line_numbers(path: str, rejected_lines: list[int], accepted: int) -> np.ndarray | None:

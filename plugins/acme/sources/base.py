@@ -78,6 +78,12 @@ def rejects_frame(records: list[dict[str, Any]]) -> pd.DataFrame:
     return frame.astype(REJECT_COLUMNS)
 
 
+def first_submit_day(jobs: pd.DataFrame):
+    """UTC day of the earliest submit time, or None when there is none."""
+    first = jobs["submit_time"].min() if len(jobs) else None
+    return None if first is None or first != first else first.date()
+
+
 def record_text(fields: dict[str, Any]) -> str:
     """A rejected record as JSON text, for the quarantine."""
     return json.dumps(fields, default=str, ensure_ascii=False, sort_keys=True)
