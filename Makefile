@@ -44,13 +44,15 @@ $(AIRFLOW_HOME)/.migrated: $(STAMP)
 	touch $@
 
 demo: setup
+	@echo "Nightly job-trace ingest on the bundled days ($(DEMO_DAYS)); lake: $(ACME_LAKE_URI)"
 	@for day in $(DEMO_DAYS); do \
-	  echo "== ingest_job_traces for $$day"; \
-	  $(VENV)/bin/airflow dags test ingest_job_traces $$day > $(AIRFLOW_HOME)/demo-$$day.log 2>&1 \
-	    || { tail -40 $(AIRFLOW_HOME)/demo-$$day.log; exit 1; }; \
-	  grep -o "DagRun Finished.*state=[a-z]*" $(AIRFLOW_HOME)/demo-$$day.log | tail -1; \
+	  log=$(AIRFLOW_HOME)/demo-$$day.log; \
+	  $(VENV)/bin/airflow dags test ingest_job_traces $$day -c "{\"day\": \"$$day\"}" > $$log 2>&1; \
+	  state=$$(grep -o "DagRun Finished.*" $$log | grep -o "state=[a-z]*" | tail -1 | cut -d= -f2); \
+	  echo "  ingest_job_traces $$day: $${state:-did not finish} (log: $$log)"; \
+	  if [ "$$state" != success ]; then tail -40 $$log; exit 1; fi; \
 	done
-	$(PY) -m acme lake-summary --lake $(ACME_LAKE_URI)
+	@$(PY) -m acme lake-summary --lake $(ACME_LAKE_URI)
 
 test: setup
 	@$(PY) -m pytest $(PYTEST_ARGS); status=$$?; \
