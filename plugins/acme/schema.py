@@ -86,7 +86,8 @@ def job_arrow_schema():
 
     timestamp = pa.timestamp("us", tz="UTC")
     arrow_types = {
-        "str": pa.string(),
+        # large_string is how pandas' pyarrow-backed str columns hold text: no copy either way.
+        "str": pa.large_string(),
         "datetime64[us, UTC]": timestamp,
         "float64": pa.float64(),
         "Int64": pa.int64(),

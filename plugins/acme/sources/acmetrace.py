@@ -82,6 +82,9 @@ def parse_acmetrace(
     con = duckdb.connect()
     try:
         con.execute("SET TimeZone = 'UTC'")
+        # Text as Arrow large_string, the layout of pandas' pyarrow-backed str columns, so the
+        # conversion to pandas wraps the buffers instead of copying every string.
+        con.execute("SET arrow_large_buffer_size = true")
         _define_raw_view(con, path, LAYOUTS[layout])
         query = _read_sql(f"select_acmetrace_{layout}_jobs.sql")
         try:
