@@ -65,3 +65,19 @@ print(f"{{elapsed:.3f}} {{','.join(heavy)}}")
     assert float(elapsed) < 1.0, f"{dag_file.name} took {elapsed} s to parse"
     assert heavy == "", f"{dag_file.name} imports heavy modules at parse time: {heavy}"
     assert time.perf_counter() - started < 60
+
+
+def test_manual_run_params_are_typed_and_refuse_bad_values(dagbag):
+    from airflow.sdk.definitions.param import ParamsDict
+
+    dag = dagbag.dags["ingest_job_traces"]
+    good = ParamsDict(dag.params)
+    good.update({"cluster": "seren", "source": "sacct", "day": "2023-07-01", "input": "/exports/sacct.txt"})
+    good.validate()
+    from airflow.sdk.exceptions import ParamValidationError
+
+    for bad in ({"source": "slurm"}, {"day": "July 1st"}, {"cluster": 7}):
+        params = ParamsDict(dag.params)
+        with pytest.raises(ParamValidationError):
+            params.update(bad)
+            params.validate()
