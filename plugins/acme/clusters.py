@@ -10,9 +10,9 @@ from pathlib import Path
 
 from acme import config
 from acme.errors import ConfigError
+from acme.schema import SOURCES
 
 _CLUSTER_NAME = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")
-_FORMATS = ("acmetrace", "sacct", "k8s")
 
 
 @dataclass(frozen=True)
@@ -68,8 +68,8 @@ def _job_source(jobs: dict, where: str) -> JobSource:
     if unknown:
         raise ConfigError(f"{where}: unknown jobs settings {sorted(unknown)}")
     fmt = jobs.get("format")
-    if fmt not in _FORMATS:
-        raise ConfigError(f"{where}: jobs.format must be one of {', '.join(_FORMATS)}, got {fmt!r}")
+    if fmt not in SOURCES:
+        raise ConfigError(f"{where}: jobs.format must be one of {', '.join(SOURCES)}, got {fmt!r}")
     has_input, has_command = jobs.get("input") is not None, jobs.get("command") is not None
     if has_input == has_command:
         raise ConfigError(f"{where}: set exactly one of jobs.input and jobs.command")

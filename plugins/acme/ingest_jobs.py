@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from acme import config
 from acme.errors import InputError, QuarantineThresholdError
 from acme.lake import Lake
-from acme.schema import JOB_COLUMNS, job_arrow_schema
+from acme.schema import JOB_COLUMNS, SOURCES, job_arrow_schema
 from acme.sources.base import REJECT_COLUMNS, ParseResult, first_submit_day
 
 if TYPE_CHECKING:
@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 
     from acme.validate import ValidationOutcome
 
-FORMATS = ("acmetrace", "sacct", "k8s")
+FORMATS = SOURCES  # the input formats are the sources of the canonical record
 QUARANTINE_COLUMNS = ["cluster", "source", "input", "stage", *REJECT_COLUMNS]
 
 
@@ -112,7 +112,9 @@ def parse_job_input(job_input: JobInput, local_path: str | Path) -> tuple[ParseR
         from acme.sources.acmetrace import detect_layout, parse_acmetrace
 
         layout = detect_layout(local_path, job_input.uri)
-        result = parse_acmetrace(local_path, job_input.cluster, source_file=job_input.uri, day=job_input.day)
+        result = parse_acmetrace(
+            local_path, job_input.cluster, source_file=job_input.uri, day=job_input.day, layout=layout
+        )
         return result, layout
     if job_input.format == "sacct":
         from acme.sources.sacct import parse_sacct, read_sacct_file
@@ -185,11 +187,8 @@ def publish_jobs(
     """Merge accepted jobs into their submit-day partitions; returns the partition URLs.
 
     Each day is a zero-copy slice of the table, reordered by day first only when the input
-    is not in submit order; partitions are written by a small thread pool (compression and
-    I/O release the GIL).
+    is not in submit order.
     """
-    from concurrent.futures import ThreadPoolExecutor
-
     import numpy as np
     import pyarrow.compute as pc
 
@@ -216,8 +215,7 @@ def publish_jobs(
             _record_validation(lake, partition, job_input, report, rows.num_rows, merged.num_rows)
         return url
 
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        return list(pool.map(publish_day, bounds))
+    return [publish_day(bound) for bound in bounds]
 
 
 def _run_starts(values) -> list[int]:

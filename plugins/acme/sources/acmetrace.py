@@ -64,8 +64,9 @@ def parse_acmetrace(
     *,
     source_file: str | None = None,
     day: date | None = None,
+    layout: str | None = None,
 ) -> ParseResult:
-    """Parse one AcmeTrace CSV (plain or ``.gz``) of either layout.
+    """Parse one AcmeTrace CSV (plain or ``.gz``) of either layout (detected unless given).
 
     ``day`` keeps the jobs submitted on that UTC day (the nightly run's interval) and counts
     the others as ``skipped_other_days``. Rows whose day cannot be told (unparseable submit
@@ -78,7 +79,7 @@ def parse_acmetrace(
 
     path = str(path)
     source_file = source_file or path
-    layout = detect_layout(path, source_file)
+    layout = layout or detect_layout(path, source_file)
     con = duckdb.connect()
     try:
         con.execute("SET TimeZone = 'UTC'")
@@ -111,7 +112,9 @@ def parse_acmetrace(
 
     skipped = 0
     if day is not None:
-        in_day = (jobs["submit_time"].dt.date == day).to_numpy()
+        day_start = pd.Timestamp(day, tz="UTC")
+        submitted = jobs["submit_time"]
+        in_day = ((submitted >= day_start) & (submitted < day_start + pd.Timedelta(days=1))).to_numpy()
         skipped = int((~in_day).sum())
         if skipped:
             jobs = jobs.loc[in_day]

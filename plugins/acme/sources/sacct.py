@@ -110,7 +110,7 @@ from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from acme.errors import ConfigError, InputError, SchemaDriftError
-from acme.schema import JOB_COLUMNS
+from acme.schema import JOB_COLUMNS, STATES
 from acme.sources.base import ParseResult, finish_jobs_frame, rejects_frame
 
 if TYPE_CHECKING:
@@ -173,17 +173,7 @@ LIVE_STATES: tuple[str, ...] = (
     "TO",
 )
 
-_CANONICAL = (
-    "COMPLETED",
-    "FAILED",
-    "CANCELLED",
-    "PREEMPTED",
-    "TIMEOUT",
-    "NODE_FAIL",
-    "OUT_OF_MEMORY",
-    "RUNNING",
-)
-_STATE_MAP: dict[str, str] = {s: s for s in _CANONICAL}
+_STATE_MAP: dict[str, str] = {s: s for s in STATES}
 _STATE_MAP.update({"BOOT_FAIL": "NODE_FAIL", "DEADLINE": "TIMEOUT", "REVOKED": "CANCELLED"})
 _STATE_MAP.update(
     dict.fromkeys(
