@@ -190,16 +190,19 @@ def _with_derived_columns(jobs: pd.DataFrame, duration_basis: str | None) -> pd.
     def gap(a, b):
         return (a - b).abs().fillna(0.0)
 
+    def zero_if_null(column: pd.Series) -> pd.Series:
+        return column.fillna(0.0) if column.hasnans else column  # no copy without nulls
+
     return jobs.assign(
         # end_time where the job should have one; a RUNNING job counts as having it.
         _end_time_unless_running=jobs["end_time"].where(~running, jobs["submit_time"]),
         # end_time where the job must not have one; null elsewhere.
         _end_time_if_running=jobs["end_time"].where(running),
         gpu_num=gpus,
-        cpu_num=jobs["cpu_num"].astype("float64").fillna(0.0),
-        node_num=jobs["node_num"].astype("float64").fillna(0.0),
-        queue_s=jobs["queue_s"].fillna(0.0),
-        run_s=jobs["run_s"].fillna(0.0),
+        cpu_num=zero_if_null(jobs["cpu_num"].astype("float64")),
+        node_num=zero_if_null(jobs["node_num"].astype("float64")),
+        queue_s=zero_if_null(jobs["queue_s"]),
+        run_s=zero_if_null(jobs["run_s"]),
         _gpu_time_gap=gap(jobs["gpu_time"], gpus * jobs["run_s"]),
         _source_gpu_time_gap=gap(jobs["source_gpu_time"], gpus * jobs["source_duration_s"]),
         _source_duration_gap=gap(jobs["source_duration_s"], measured),
