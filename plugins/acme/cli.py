@@ -55,6 +55,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     synth.add_argument("-o", "--output", required=True)
     synth.set_defaults(handler=_synth_trace)
+    locate = commands.add_parser(
+        "locate-faults", help="two-round all-gather fault localization on a simulated cluster"
+    )
+    locate.add_argument("--nodes", required=True, type=int, help="number of nodes in the job")
+    locate.add_argument("--faulty", default="", help="faulty nodes: indexes or names, comma-separated")
+    locate.add_argument("--stragglers", default="", help="slow nodes: indexes or names, comma-separated")
+    locate.add_argument("--seed", type=int, default=0)
+    locate.set_defaults(handler=_locate_faults)
     return parser
 
 
@@ -102,6 +110,12 @@ def _lake_summary(args: argparse.Namespace) -> dict | None:
         f"{summary['quarantined']} rows quarantined"
     )
     return None
+
+
+def _locate_faults(args: argparse.Namespace) -> dict:
+    from acme.recovery.localize import locate_faults_cli
+
+    return locate_faults_cli(args.nodes, args.faulty, args.stragglers, args.seed)
 
 
 def _synth_trace(args: argparse.Namespace) -> dict:

@@ -92,3 +92,13 @@ def test_ingest_kubernetes_json_lines(tmp_path):
 
     states = {s for p in summary["partitions"] for s in pq.read_table(p)["state"].to_pylist()}
     assert {"OUT_OF_MEMORY", "PREEMPTED", "NODE_FAIL", "CANCELLED"} <= states
+
+
+def test_locate_faults_on_a_simulated_cluster():
+    done = acme("locate-faults", "--nodes", "16", "--faulty", "3,9", "--stragglers", "12", "--seed", "1")
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert result["rounds"] == 2 and result["faulty"] == ["node-003", "node-009"]
+    assert result["stragglers"] == ["node-012"] and result["undecided"] == []
+    bad = acme("locate-faults", "--nodes", "4", "--faulty", "7")
+    assert bad.returncode == 2 and "7" in bad.stderr and "Traceback" not in bad.stderr
