@@ -63,6 +63,22 @@ def build_parser() -> argparse.ArgumentParser:
     locate.add_argument("--stragglers", default="", help="slow nodes: indexes or names, comma-separated")
     locate.add_argument("--seed", type=int, default=0)
     locate.set_defaults(handler=_locate_faults)
+
+    plan = commands.add_parser(
+        "plan-eval", help="plan an evaluation suite's trials; simulate against baselines"
+    )
+    plan.add_argument(
+        "--suite", help="CSV: dataset,n_samples,metric_kind[,gpu_s_per_sample,cpu_s_per_sample]"
+    )
+    plan.add_argument("--nodes", required=True, type=int)
+    plan.add_argument("--gpus-per-node", type=int, default=8)
+    plan.add_argument("--model-size", default="7B", help="parameters, e.g. 7B, 20B, 70B")
+    plan.add_argument("--simulate", action="store_true", help="simulate the plan and the baselines")
+    plan.add_argument(
+        "--prior-error", type=float, default=0.0, help="true times differ from priors by up to ±X"
+    )
+    plan.add_argument("--seed", type=int, default=0)
+    plan.set_defaults(handler=_plan_eval)
     return parser
 
 
@@ -116,6 +132,16 @@ def _locate_faults(args: argparse.Namespace) -> dict:
     from acme.recovery.localize import locate_faults_cli
 
     return locate_faults_cli(args.nodes, args.faulty, args.stragglers, args.seed)
+
+
+def _plan_eval(args: argparse.Namespace) -> dict:
+    from acme import config
+    from acme.evaluation import plan_eval_cli
+
+    suite = args.suite or str(config.include_dir() / "eval" / "default_suite.csv")
+    return plan_eval_cli(
+        suite, args.nodes, args.gpus_per_node, args.model_size, args.simulate, args.prior_error, args.seed
+    )
 
 
 def _synth_trace(args: argparse.Namespace) -> dict:

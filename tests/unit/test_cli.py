@@ -102,3 +102,25 @@ def test_locate_faults_on_a_simulated_cluster():
     assert result["stragglers"] == ["node-012"] and result["undecided"] == []
     bad = acme("locate-faults", "--nodes", "4", "--faulty", "7")
     assert bad.returncode == 2 and "7" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_plan_eval_simulates_the_default_suite_against_the_baselines():
+    done = acme("plan-eval", "--nodes", "1", "--simulate")
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert set(result) >= {"trials", "makespan_s", "naive_makespan_s", "opencompass_makespan_s", "lower_bound_s",
+                           "speedup_vs_naive", "speedup_vs_opencompass"}  # fmt: skip
+    assert result["lower_bound_s"] <= result["makespan_s"] < result["opencompass_makespan_s"]
+    assert result["speedup_vs_opencompass"] == round(
+        result["opencompass_makespan_s"] / result["makespan_s"], 3
+    )
+
+
+def test_plan_eval_warns_about_unknown_sizes_and_refuses_a_missing_suite(tmp_path):
+    suite = tmp_path / "suite.csv"
+    suite.write_text("dataset,n_samples,metric_kind\nmystery,,match\n")
+    done = acme("plan-eval", "--suite", str(suite), "--nodes", "1", "--simulate")
+    assert done.returncode == 0, done.stderr
+    assert any("mystery" in warning for warning in json.loads(done.stdout)["warnings"])
+    missing = acme("plan-eval", "--suite", str(tmp_path / "nope.csv"), "--nodes", "1")
+    assert missing.returncode == 2 and "nope.csv" in missing.stderr

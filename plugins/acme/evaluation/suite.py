@@ -1,0 +1,257 @@
+"""The evaluation suite: which datasets one evaluation of a checkpoint runs, and how big each is.
+
+A suite is a CSV file, one row per dataset::
+
+    dataset,n_samples,metric_kind[,gpu_s_per_sample][,cpu_s_per_sample][,n_choices]
+
+- ``n_samples``: samples of the split that is scored (MMLU's test split: 14042).
+- ``metric_kind``: how the answer is scored, which decides where the metric time goes:
+  ``match`` (exact match, regex or ROUGE on generated text: cheap CPU), ``code_exec`` (generated
+  programs run against unit tests: HumanEval, MBPP; heavy CPU), ``judge`` (a judge model grades
+  each answer: slow, I/O bound), ``ppl`` (loglikelihood of each answer option: the GPU does the
+  scoring, the metric is an argmax). Common aliases are accepted (``gen``, ``code``, ``llm_judge``,
+  ``loglikelihood``…).
+- ``gpu_s_per_sample`` / ``cpu_s_per_sample`` (optional): runtime priors for this dataset, GPU
+  seconds of inference per sample for the 7B reference model and CPU seconds of metric per sample;
+  blank means "use the prior of the metric kind" (``acme.evaluation.priors``).
+- ``n_choices`` (optional): answer options per sample of a ``ppl`` dataset (a loglikelihood
+  evaluation scores every option, so its cost grows with the count).
+
+Lines starting with ``#`` are comments. The planner must be able to run on whatever the suite
+owner wrote, so imperfect rows are repaired or dropped with a warning instead of failing the run:
+
+| row problem | handling |
+|---|---|
+| ``n_samples`` blank / ``?`` / ``unknown`` / not a number | ``DEFAULT_N_SAMPLES`` (1000), warning |
+| ``metric_kind`` blank or unknown | ``DEFAULT_METRIC_KIND`` (``match``), warning |
+| ``dataset`` blank | row dropped, warning |
+| ``n_samples`` zero or negative | row dropped, warning (nothing, or nonsense, to evaluate) |
+| ``dataset`` repeated | later row dropped, warning |
+| more fields than the header | row dropped, warning (a comma inside a name shifts every column) |
+| optional number not a number or negative | treated as blank, warning |
+
+Warnings are returned in ``Suite.warnings`` (each names the file and line), never printed. A file
+that cannot be used at all (missing, unreadable, not UTF-8, no header, a required column absent,
+no usable row) raises ``InputError`` naming the file and, where there is one, the line.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from acme.errors import InputError
+
+METRIC_KINDS = ("match", "code_exec", "judge", "ppl")
+DEFAULT_METRIC_KIND = "match"
+DEFAULT_N_SAMPLES = 1000
+REQUIRED_COLUMNS = ("dataset", "n_samples", "metric_kind")
+OPTIONAL_COLUMNS = ("gpu_s_per_sample", "cpu_s_per_sample", "n_choices")
+
+_KIND_ALIASES = {
+    "match": "match",
+    "gen": "match",
+    "generation": "match",
+    "exact_match": "match",
+    "em": "match",
+    "regex": "match",
+    "rouge": "match",
+    "code_exec": "code_exec",
+    "code": "code_exec",
+    "exec": "code_exec",
+    "pass@k": "code_exec",
+    "pass@1": "code_exec",
+    "judge": "judge",
+    "llm_judge": "judge",
+    "model_judge": "judge",
+    "gpt4_judge": "judge",
+    "ppl": "ppl",
+    "loglikelihood": "ppl",
+    "ll": "ppl",
+    "mc": "ppl",
+    "multiple_choice": "ppl",
+}
+_UNKNOWN_SIZE = {"", "?", "unknown", "na", "n/a", "none", "null"}
+
+
+@dataclass(frozen=True)
+class EvalDataset:
+    """One dataset of a suite, with the runtime hints its row gave (None: use the kind's prior)."""
+
+    name: str
+    n_samples: int
+    metric_kind: str
+    gpu_s_per_sample: float | None = None
+    cpu_s_per_sample: float | None = None
+    n_choices: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.metric_kind not in METRIC_KINDS:
+            raise ValueError(f"metric_kind {self.metric_kind!r} is not one of {METRIC_KINDS}")
+        if self.n_samples <= 0:
+            raise ValueError(f"{self.name}: n_samples must be positive, got {self.n_samples}")
+
+
+@dataclass
+class Suite:
+    """The datasets of one evaluation, in submission order, and what was repaired while reading."""
+
+    datasets: list[EvalDataset]
+    source: str = "<memory>"
+    warnings: list[str] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.datasets)
+
+    def by_name(self) -> dict[str, EvalDataset]:
+        return {d.name: d for d in self.datasets}
+
+    @property
+    def total_samples(self) -> int:
+        return sum(d.n_samples for d in self.datasets)
+
+
+def normalize_metric_kind(text: str | None) -> str | None:
+    """The canonical metric kind for ``text`` (case and aliases folded), or None if unknown."""
+    if text is None:
+        return None
+    return _KIND_ALIASES.get(text.strip().lower().replace("-", "_").replace(" ", "_"))
+
+
+def read_suite(path: str | Path) -> Suite:
+    """Read a suite CSV; imperfect rows are repaired or dropped with a warning (see module doc)."""
+    source = str(path)
+    try:
+        raw = Path(path).read_bytes()
+    except OSError as exc:
+        raise InputError(source, f"cannot read the suite file ({exc.strerror or exc})") from None
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise InputError(source, f"not UTF-8 text (byte {exc.start})") from None
+    return parse_suite(text, source=source)
+
+
+def parse_suite(text: str, source: str = "<memory>") -> Suite:
+    """Parse suite CSV text (``source`` names it in warnings and errors)."""
+    lines = text.removeprefix("\ufeff").splitlines()
+    header_index = next(
+        (i for i, line in enumerate(lines) if line.strip() and not line.lstrip().startswith("#")), None
+    )
+    if header_index is None:
+        raise InputError(source, "empty suite: no header line")
+    header = [h.strip().lower() for h in next(csv.reader([lines[header_index]]))]
+    missing = [c for c in REQUIRED_COLUMNS if c not in header]
+    if missing:
+        raise InputError(
+            source,
+            f"header lacks required column(s) {', '.join(missing)} (found: {', '.join(header)})",
+            line=header_index + 1,
+        )
+    warnings: list[str] = []
+    unknown = [h for h in header if h not in REQUIRED_COLUMNS + OPTIONAL_COLUMNS]
+    if unknown:
+        warnings.append(f"{source}:{header_index + 1}: ignoring unknown column(s) {', '.join(unknown)}")
+    column = {name: header.index(name) for name in header if name}
+
+    datasets: list[EvalDataset] = []
+    seen: dict[str, int] = {}
+    body = "\n".join(lines[header_index + 1 :])
+    for offset, fields in enumerate(csv.reader(io.StringIO(body))):
+        line = header_index + 2 + offset
+        if not fields or all(not f.strip() for f in fields) or fields[0].lstrip().startswith("#"):
+            continue
+        where = f"{source}:{line}"
+        if len(fields) > len(header):
+            warnings.append(
+                f"{where}: {len(fields)} fields for {len(header)} columns (a comma in a name?); row dropped"
+            )
+            continue
+
+        def value(name: str, fields: list[str] = fields) -> str:
+            index = column.get(name)
+            return fields[index].strip() if index is not None and index < len(fields) else ""
+
+        name = value("dataset")
+        if not name:
+            warnings.append(f"{where}: no dataset name; row dropped")
+            continue
+        if name in seen:
+            warnings.append(f"{where}: dataset {name!r} already listed on line {seen[name]}; row dropped")
+            continue
+        n_samples = _parse_size(value("n_samples"), where, name, warnings)
+        if n_samples is None:
+            continue
+        raw_kind = value("metric_kind")
+        kind = normalize_metric_kind(raw_kind)
+        if kind is None:
+            what = "no metric_kind" if not raw_kind else f"unknown metric_kind {raw_kind!r}"
+            warnings.append(f"{where}: {name}: {what}; using {DEFAULT_METRIC_KIND!r}")
+            kind = DEFAULT_METRIC_KIND
+        gpu = _parse_optional_number(value("gpu_s_per_sample"), "gpu_s_per_sample", where, name, warnings)
+        cpu = _parse_optional_number(value("cpu_s_per_sample"), "cpu_s_per_sample", where, name, warnings)
+        choices = _parse_optional_number(value("n_choices"), "n_choices", where, name, warnings)
+        n_choices = None
+        if choices is not None:
+            if choices < 1 or choices != int(choices):
+                warnings.append(f"{where}: {name}: n_choices {choices:g} is not a positive integer; ignored")
+            else:
+                n_choices = int(choices)
+        seen[name] = line
+        datasets.append(EvalDataset(name, n_samples, kind, gpu, cpu, n_choices))
+    if not datasets:
+        raise InputError(source, "no usable dataset row")
+    return Suite(datasets=datasets, source=source, warnings=warnings)
+
+
+def _parse_size(text: str, where: str, name: str, warnings: list[str]) -> int | None:
+    """Samples of a row: a positive integer, the default for an unknown size, None to drop the row."""
+    if text.lower() in _UNKNOWN_SIZE:
+        warnings.append(f"{where}: {name}: size unknown; assuming {DEFAULT_N_SAMPLES} samples")
+        return DEFAULT_N_SAMPLES
+    try:
+        number = float(text.replace("_", ""))
+    except ValueError:
+        warnings.append(f"{where}: {name}: n_samples {text!r} is not a number; assuming {DEFAULT_N_SAMPLES}")
+        return DEFAULT_N_SAMPLES
+    if not math.isfinite(number):
+        warnings.append(f"{where}: {name}: n_samples {text!r} is not finite; assuming {DEFAULT_N_SAMPLES}")
+        return DEFAULT_N_SAMPLES
+    if number <= 0:
+        warnings.append(f"{where}: {name}: n_samples {text} is not positive; row dropped")
+        return None
+    if number != int(number):
+        rounded = max(1, round(number))
+        warnings.append(f"{where}: {name}: n_samples {text} is not whole; using {rounded}")
+        return rounded
+    return int(number)
+
+
+def _parse_optional_number(
+    text: str, column: str, where: str, name: str, warnings: list[str]
+) -> float | None:
+    if not text:
+        return None
+    try:
+        number = float(text)
+    except ValueError:
+        warnings.append(f"{where}: {name}: {column} {text!r} is not a number; ignored")
+        return None
+    if not math.isfinite(number) or number < 0:
+        warnings.append(f"{where}: {name}: {column} {text} is negative or not finite; ignored")
+        return None
+    return number
+
+
+def default_suite_path() -> Path:
+    """The bundled ~60-dataset suite (``include/eval/default_suite.csv``)."""
+    from acme.config import include_dir
+
+    return include_dir() / "eval" / "default_suite.csv"
+
+
+def load_default_suite() -> Suite:
+    return read_suite(default_suite_path())
