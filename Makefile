@@ -64,6 +64,8 @@ lint: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) benchmarks/bench_ingest_jobs.py
+	$(PY) benchmarks/bench_locate_faults.py
+	$(PY) benchmarks/bench_plan_eval.py
 
 clean:
 	rm -rf $(AIRFLOW_HOME) .airflow-test lake
