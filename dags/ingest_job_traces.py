@@ -75,12 +75,14 @@ def ingest_job_traces():
     def plan_inputs() -> list[dict]:
         from acme.clusters import load_clusters
         from acme.ingest_jobs import plan_job_inputs
+        from acme_airflow.failures import no_retry_for_bad_input
 
         context = get_current_context()
         params = context["params"]
-        return plan_job_inputs(
-            load_clusters(), _run_day(context), params["cluster"], params["source"], params.get("input")
-        )
+        with no_retry_for_bad_input():
+            return plan_job_inputs(
+                load_clusters(), _run_day(context), params["cluster"], params["source"], params.get("input")
+            )
 
     @task(map_index_template="{{ planned['input']['cluster'] }}")
     def extract(planned: dict) -> dict:
@@ -96,20 +98,24 @@ def ingest_job_traces():
     @task(map_index_template="{{ extracted['input']['cluster'] }}")
     def parse(extracted: dict) -> dict:
         from acme.ingest_jobs import JobInput, parse_staged, staging_prefix
+        from acme_airflow.failures import no_retry_for_bad_input
         from acme_airflow.lake import task_lake
 
         job_input = JobInput.from_dict(extracted["input"])
         staging = staging_prefix(get_current_context()["run_id"], job_input)
-        parsed = parse_staged(task_lake(), job_input, extracted["raw"], staging)
+        with no_retry_for_bad_input():
+            parsed = parse_staged(task_lake(), job_input, extracted["raw"], staging)
         return {**extracted, "staging": staging, "parsed": parsed}
 
     @task(map_index_template="{{ parsed['input']['cluster'] }}")
     def validate(parsed: dict) -> dict:
         from acme.ingest_jobs import JobInput, validate_staged
+        from acme_airflow.failures import no_retry_for_bad_input
         from acme_airflow.lake import task_lake
 
         job_input = JobInput.from_dict(parsed["input"])
-        validated = validate_staged(task_lake(), job_input, parsed["staging"], parsed["parsed"])
+        with no_retry_for_bad_input():
+            validated = validate_staged(task_lake(), job_input, parsed["staging"], parsed["parsed"])
         return {**parsed, "validated": validated}
 
     @task(outlets=[JOB_TRACES], map_index_template="{{ validated['input']['cluster'] }}")

@@ -132,3 +132,16 @@ def test_live_sacct_mode_runs_the_configured_command_and_keeps_its_output(
     sources = {row for path in published for row in pq.read_table(path)["source"].to_pylist()}
     assert sources == {"sacct"}
     assert list(lake_dir.glob("quarantine/jobs/cluster=seren/date=2023-07-01/*.parquet"))
+
+
+def test_bad_data_fails_without_retries_but_other_errors_keep_them():
+    from airflow.sdk.exceptions import AirflowFailException
+
+    from acme.errors import QuarantineThresholdError, SchemaDriftError
+    from acme_airflow.failures import no_retry_for_bad_input
+
+    for error in (SchemaDriftError("x.csv", "missing: gpu_time"), QuarantineThresholdError("x.csv: 20% bad")):
+        with pytest.raises(AirflowFailException, match="x.csv"), no_retry_for_bad_input():
+            raise error
+    with pytest.raises(ConnectionResetError), no_retry_for_bad_input():
+        raise ConnectionResetError("object store went away")
