@@ -34,6 +34,9 @@ $(STAMP): requirements.txt constraints.txt
 	test -x $(PY) || $(PYTHON_BOOTSTRAP) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -r requirements.txt -c constraints.txt
+	# Drain3 pins cachetools==4.2.1, which would break Airflow (cachetools>=6); it works with
+	# cachetools 8 (tested in tests/unit/diagnosis), so it is installed without its pins.
+	$(PY) -m pip install --quiet --no-deps drain3==0.9.11 jsonpickle==1.5.1
 	$(PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])' \
 	  | xargs -I{} sh -c 'echo "$(CURDIR)/plugins" > {}/acme-pipeline.pth'
 	touch $@

@@ -55,6 +55,42 @@ def build_parser() -> argparse.ArgumentParser:
     )
     synth.add_argument("-o", "--output", required=True)
     synth.set_defaults(handler=_synth_trace)
+    metrics = commands.add_parser(
+        "ingest-metrics", help="parse, validate, store and roll up one day of telemetry"
+    )
+    metrics.add_argument("--format", required=True, choices=["prometheus", "exporter-text", "acmetrace-csv"])
+    metrics.add_argument("--cluster", required=True)
+    metrics.add_argument("--input", required=True, help="file, folder of wide CSVs, or Prometheus base URL")
+    metrics.add_argument("--lake", required=True)
+    metrics.add_argument("--day", type=_day, help="the UTC day (required for prometheus)")
+    metrics.add_argument("--step", type=int, default=15, help="scrape step in seconds")
+    metrics.set_defaults(handler=_ingest_metrics)
+
+    synth_metrics = commands.add_parser("synth-metrics", help="write synthetic DCGM/node/IPMI telemetry")
+    synth_metrics.add_argument("--cluster", required=True, choices=["seren", "kalos"])
+    synth_metrics.add_argument("--nodes", required=True, type=int)
+    synth_metrics.add_argument("--start", required=True, type=_day)
+    synth_metrics.add_argument("--days", type=int, default=1)
+    synth_metrics.add_argument(
+        "--format", required=True, choices=["prometheus-openmetrics", "exporter-text", "acmetrace-csv"]
+    )
+    synth_metrics.add_argument("--trace", help="AcmeTrace job CSV: GPUs are busy while jobs run")
+    synth_metrics.add_argument("--seed", type=int, default=0)
+    synth_metrics.add_argument("-o", "--output", required=True)
+    synth_metrics.set_defaults(handler=_synth_metrics)
+
+    compress = commands.add_parser(
+        "compress", help="compress a training log: drop routine lines, keep errors"
+    )
+    compress.add_argument("log")
+    compress.add_argument("-o", "--output", required=True)
+    compress.set_defaults(handler=_compress)
+
+    diagnose = commands.add_parser("diagnose", help="root cause of a failed job from its log (offline rules)")
+    diagnose.add_argument("log")
+    diagnose.add_argument("--job", help="job metadata as JSON (or a JSON file)")
+    diagnose.set_defaults(handler=_diagnose)
+
     locate = commands.add_parser(
         "locate-faults", help="two-round all-gather fault localization on a simulated cluster"
     )
@@ -126,6 +162,36 @@ def _lake_summary(args: argparse.Namespace) -> dict | None:
         f"{summary['quarantined']} rows quarantined"
     )
     return None
+
+
+def _ingest_metrics(args: argparse.Namespace) -> dict:
+    from acme.lake import open_lake
+    from acme.metrics.ingest import ingest_metrics_file
+
+    return ingest_metrics_file(
+        open_lake(args.lake), args.format, args.cluster, args.input, args.day, step_s=args.step
+    )
+
+
+def _synth_metrics(args: argparse.Namespace) -> dict:
+    from acme.metrics.synth import write_synth_metrics
+
+    return write_synth_metrics(
+        args.cluster, args.nodes, args.start, args.days, args.format, args.output, seed=args.seed,
+        trace_path=args.trace,
+    )  # fmt: skip
+
+
+def _compress(args: argparse.Namespace) -> dict:
+    from acme.diagnosis.compress import compress_cli
+
+    return compress_cli(args.log, args.output)
+
+
+def _diagnose(args: argparse.Namespace) -> dict:
+    from acme.diagnosis.rules import diagnose_cli
+
+    return diagnose_cli(args.log, args.job)
 
 
 def _locate_faults(args: argparse.Namespace) -> dict:

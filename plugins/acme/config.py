@@ -45,16 +45,40 @@ def job_type_rules_path() -> Path:
     return Path(_env("ACME_JOB_TYPE_RULES", str(include_dir() / "config" / "job_types.yaml")))
 
 
-def quarantine_max_share() -> float:
-    """Share of an input's rows that may be quarantined before its run fails (default 1%)."""
-    raw = _env("ACME_QUARANTINE_MAX_SHARE", "0.01")
+def _share(name: str, default: str) -> float:
+    raw = _env(name, default)
     try:
         value = float(raw)
     except ValueError as exc:
-        raise ConfigError(f"ACME_QUARANTINE_MAX_SHARE={raw!r} is not a number") from exc
+        raise ConfigError(f"{name}={raw!r} is not a number") from exc
     if not 0.0 <= value <= 1.0:
-        raise ConfigError(f"ACME_QUARANTINE_MAX_SHARE={raw!r} must be between 0 and 1")
+        raise ConfigError(f"{name}={raw!r} must be between 0 and 1")
     return value
+
+
+def quarantine_max_share() -> float:
+    """Share of an input's rows that may be quarantined before its run fails (default 1%)."""
+    return _share("ACME_QUARANTINE_MAX_SHARE", "0.01")
+
+
+def metrics_catalog_path() -> Path:
+    """Metric list, PromQL, units and ranges (``ACME_METRICS_CATALOG``)."""
+    return Path(_env("ACME_METRICS_CATALOG", str(include_dir() / "metrics" / "metrics.yaml")))
+
+
+def metrics_max_quarantine_share() -> float:
+    """Share of a metric's samples that may be quarantined before it fails (default 1%)."""
+    return _share("ACME_METRICS_MAX_QUARANTINE_SHARE", "0.01")
+
+
+def metrics_min_coverage() -> float:
+    """Least share of the expected samples a metric must have for the day (default 80%)."""
+    return _share("ACME_METRICS_MIN_COVERAGE", "0.8")
+
+
+def reference_dir() -> Path:
+    """Public reference data, used by synthetic data only (``ACME_REFERENCE_DIR``, ../shared/reference)."""
+    return Path(_env("ACME_REFERENCE_DIR", str(PROJECT_ROOT.parent / "shared" / "reference")))
 
 
 def sql_dir() -> Path:

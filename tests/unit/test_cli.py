@@ -124,3 +124,35 @@ def test_plan_eval_warns_about_unknown_sizes_and_refuses_a_missing_suite(tmp_pat
     assert any("mystery" in warning for warning in json.loads(done.stdout)["warnings"])
     missing = acme("plan-eval", "--suite", str(tmp_path / "nope.csv"), "--nodes", "1")
     assert missing.returncode == 2 and "nope.csv" in missing.stderr
+
+
+def test_synth_metrics_then_ingest_metrics(tmp_path):
+    wide = tmp_path / "wide"
+    made = acme("synth-metrics", "--cluster", "kalos", "--nodes", "1", "--start", "2023-07-01",
+                "--format", "acmetrace-csv", "--seed", "2", "-o", str(wide))  # fmt: skip
+    assert made.returncode == 0, made.stderr
+    done = acme("ingest-metrics", "--format", "acmetrace-csv", "--cluster", "kalos", "--input", str(wide),
+                "--lake", str(tmp_path / "lake"), "--day", "2023-07-01")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    summary = json.loads(done.stdout)
+    assert summary["samples"] > 0 and summary["quarantined"] == 0 and "gpu_util" in summary["metrics"]
+    assert all(Path(p).exists() for p in summary["partitions"])
+
+
+def test_compress_and_diagnose_a_crashed_training_log(tmp_path):
+    sys.path.insert(0, str(ROOT / "plugins"))
+    from acme.diagnosis.synth_log import iter_training_log
+
+    log = tmp_path / "train.log"
+    log.write_text(
+        "".join(f"{line.rstrip()}\n" for line in iter_training_log(5000, seed=3, failure="NVLinkError"))
+    )
+    compressed = acme("compress", str(log), "-o", str(tmp_path / "out.txt"))
+    assert compressed.returncode == 0, compressed.stderr
+    stats = json.loads(compressed.stdout)
+    assert stats["lines_out"] < stats["lines_in"] * 0.05 and stats["kept_errors"] > 0
+    diagnosed = acme("diagnose", str(log))
+    assert diagnosed.returncode == 0, diagnosed.stderr
+    diagnosis = json.loads(diagnosed.stdout)
+    assert diagnosis["reason"] == "NVLinkError" and diagnosis["category"] == "Infrastructure"
+    assert diagnosis["evidence"] and diagnosis["source"] == "rule"

@@ -1,0 +1,188 @@
+"""Log compression: drop ratio, kept errors and throughput (acme.diagnosis.compress).
+
+1. **Synthetic training log.** ``--lines`` (default 1,000,000) lines of a 64-rank Megatron/DeepSpeed-style
+   log from ``acme.diagnosis.synth_log`` ending in an ECC-error cascade, written once to a temporary file
+   and compressed from the file (one core): drop ratio, whether every error/traceback line of the oracle
+   is kept, lines per second (median of ``--runs``).
+2. **Several failures.** 100,000-line logs for a few failure reasons: drop ratio and kept errors.
+3. **A real excerpt.** A real NCCL/IB error excerpt from tests/fixtures/diagnosis/labelled_errors.yaml
+   spliced into a synthetic log: drop ratio and diagnosis.
+4. **BGL** (loghub, 2,000 lines): every alert line (Label != '-', read here only as the oracle) kept,
+   drop ratio.
+
+Results go to benchmarks/results/compress_logs.json.
+Usage: python benchmarks/bench_compress_logs.py [--lines 1000000] [--runs 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import platform
+import statistics
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "plugins"))
+RESULTS = ROOT / "benchmarks" / "results" / "compress_logs.json"
+BGL = ROOT.parent / "shared" / "reference" / "loghub_2k" / "BGL"
+LABELLED = ROOT / "tests" / "fixtures" / "diagnosis" / "labelled_errors.yaml"
+
+
+def _all_errors_kept(compressed, wanted: list[str]) -> tuple[bool, int]:
+    from acme.diagnosis.compress import error_key, strip_prefix
+
+    kept = {error_key(strip_prefix(k.text)[0]) for k in compressed.lines if k.kind in ("error", "traceback")}
+    missing = [t for t in wanted if error_key(strip_prefix(t)[0]) not in kept]
+    return not missing, len(missing)
+
+
+def bench_training_log(lines: int, runs: int) -> dict:
+    from acme.diagnosis.compress import compress_log
+    from acme.diagnosis.synth_log import iter_training_log
+
+    wanted = []
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "train.log"
+        with path.open("w", encoding="utf-8") as fh:
+            for text, label in iter_training_log(lines, seed=11, ranks=64, failure="ECCError", labelled=True):
+                fh.write(text + "\n")
+                if label != "routine":
+                    wanted.append(text)
+        size_mb = path.stat().st_size / 1e6
+        timings, compressed = [], None
+        for _ in range(runs):
+            started = time.perf_counter()
+            compressed = compress_log(path)
+            timings.append(time.perf_counter() - started)
+    stats = compressed.stats
+    all_kept, missing = _all_errors_kept(compressed, wanted)
+    seconds = statistics.median(timings)
+    return {
+        "lines_in": stats["lines_in"],
+        "size_mb": round(size_mb, 1),
+        "lines_out": stats["lines_out"],
+        "drop_ratio": round(1 - stats["lines_out"] / stats["lines_in"], 5),
+        "error_lines_in": len(wanted),
+        "all_errors_kept": all_kept,
+        "missing_errors": missing,
+        "seconds_median": round(seconds, 3),
+        "seconds_runs": [round(t, 3) for t in timings],
+        "lines_per_second": round(stats["lines_in"] / seconds),
+        "templates": stats["templates"],
+    }
+
+
+def bench_failures() -> list[dict]:
+    from acme.diagnosis.compress import compress_log
+    from acme.diagnosis.rules import diagnose_lines
+    from acme.diagnosis.synth_log import iter_training_log
+
+    rows = []
+    for failure in (
+        "NVLinkError",
+        "CUDAError",
+        "NCCLTimeoutError",
+        "OutOfMemoryError",
+        "KeyError",
+        "LossSpike",
+    ):
+        labelled = list(iter_training_log(100_000, seed=3, ranks=64, failure=failure, labelled=True))
+        started = time.perf_counter()
+        compressed = compress_log(t for t, _ in labelled)
+        seconds = time.perf_counter() - started
+        wanted = [t for t, label in labelled if label != "routine"]
+        all_kept, _ = _all_errors_kept(compressed, wanted)
+        diagnosis = diagnose_lines(
+            (k.line, k.text) for k in compressed.lines if k.kind in ("error", "traceback")
+        )
+        rows.append(
+            {
+                "failure": failure,
+                "lines_in": compressed.stats["lines_in"],
+                "lines_out": compressed.stats["lines_out"],
+                "drop_ratio": round(1 - compressed.stats["lines_out"] / compressed.stats["lines_in"], 5),
+                "all_errors_kept": all_kept,
+                "lines_per_second": round(compressed.stats["lines_in"] / seconds),
+                "diagnosed": diagnosis.reason,
+            }
+        )
+    return rows
+
+
+def bench_real_excerpt() -> dict:
+    import yaml
+
+    from acme.diagnosis.rules import diagnose_log
+    from acme.diagnosis.synth_log import iter_training_log
+
+    items = {item["id"]: item for item in yaml.safe_load(LABELLED.read_text())}
+    item = items["nccl-1405-ib-completion"]
+    lines = list(iter_training_log(100_000, seed=5, ranks=64, excerpt=item["text"].splitlines()))
+    from acme.diagnosis.compress import compress_log
+
+    compressed = compress_log(lines)
+    return {
+        "excerpt": item["id"],
+        "source": item["source"],
+        "lines_in": compressed.stats["lines_in"],
+        "lines_out": compressed.stats["lines_out"],
+        "drop_ratio": round(1 - compressed.stats["lines_out"] / compressed.stats["lines_in"], 5),
+        "diagnosed": diagnose_log(lines).reason,
+        "expected": item["reason"],
+    }
+
+
+def bench_bgl() -> dict | None:
+    from acme.diagnosis.compress import compress_log, error_key, strip_prefix
+
+    if not BGL.exists():
+        return None
+    compressed = compress_log(BGL / "BGL_2k.log")
+    with (BGL / "BGL_2k.log_structured.csv").open(newline="") as fh:
+        labels = [row["Label"] for row in csv.DictReader(fh)]
+    lines = (BGL / "BGL_2k.log").read_text().splitlines()
+    kept = {error_key(strip_prefix(k.text)[0]) for k in compressed.lines if k.kind == "error"}
+    alerts = [line for line, label in zip(lines, labels, strict=True) if label != "-"]
+    missing = [a for a in alerts if error_key(strip_prefix(a)[0]) not in kept]
+    kinds: dict[str, int] = {}
+    for k in compressed.lines:
+        kinds[k.kind] = kinds.get(k.kind, 0) + 1
+    return {
+        "lines_in": compressed.stats["lines_in"],
+        "lines_out": compressed.stats["lines_out"],
+        "drop_ratio": round(1 - compressed.stats["lines_out"] / compressed.stats["lines_in"], 4),
+        "alerts": len(alerts),
+        "alerts_missing": len(missing),
+        "kept_by_kind": kinds,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--lines", type=int, default=1_000_000)
+    parser.add_argument("--runs", type=int, default=3)
+    args = parser.parse_args()
+    import drain3
+
+    results = {
+        "measured_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "python": platform.python_version(),
+        "drain3": getattr(drain3, "__version__", "0.9.11"),
+        "training_log": bench_training_log(args.lines, args.runs),
+        "failures": bench_failures(),
+        "real_excerpt": bench_real_excerpt(),
+        "bgl": bench_bgl(),
+    }
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_text(json.dumps(results, indent=2) + "\n")
+    print(json.dumps(results, indent=2))
+
+
+if __name__ == "__main__":
+    main()

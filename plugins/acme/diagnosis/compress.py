@@ -1,0 +1,584 @@
+"""Streaming compression of job logs before diagnosis (the paper's log pre-processing step).
+
+A failed LLM job can leave gigabytes of log: every rank prints its iteration metrics, progress bars, NCCL
+chatter and warnings, and then the same error 512 times. Diagnosis needs the few lines that matter. This
+module streams a log once, in constant memory, and keeps:
+
+* every **error** line (severity words, exception names, CUDA/NCCL/Xid errors, NaN/Inf loss) and every line
+  of a Python **traceback** (from ``Traceback (most recent call last):`` through the final exception line and
+  its indented continuation), whatever the filter rules say;
+* the few **context** lines just before each new error;
+* one representative per **template** of the remaining lines, grouped by Drain (drain3) after masking
+  numbers, hex, IPs and paths.
+
+Routine lines (iteration metrics, progress bars, banners, config dumps, NCCL INFO, repeated warnings) are
+dropped by regex rules loaded from ``include/diagnosis/filter_rules.yaml`` -- filtering first keeps Drain,
+which is slow on progress-heavy logs, to the small remainder.
+
+Interleaved multi-rank output (``[rank3]:``, ``3: ``, ``[default0]:``, Ray worker and host prefixes) is
+normalised before deduplication, so an error printed by every rank is kept once, at its first line number,
+with a count and the ranks seen. All dedup state is bounded (LRU), so memory does not grow with the log.
+"""
+
+from __future__ import annotations
+
+import gzip
+import re
+import time
+from collections import OrderedDict, deque
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from acme.errors import ConfigError, InputError
+
+KIND_ERROR = "error"
+KIND_TRACEBACK = "traceback"
+KIND_CONTEXT = "context"
+KIND_TEMPLATE = "template"
+
+# Leading prefixes that say which rank/worker/host printed a line. Removed (repeatedly) before a line is
+# compared with others; the rank id, when there is one, is recorded.
+_PREFIX_RE = re.compile(
+    r"""^(?:
+        \s*\[rank(?P<r1>\d+)\]:\s?                            # torch elastic: [rank3]:
+      | \s*\[default(?P<r2>\d+)\]:\s?                         # torchrun --tee: [default0]:
+      | \s*(?P<r3>\d{1,5}):\s(?=\S)                           # srun -l / torchrun -l: 3: ...
+      | \s*\((?:\w+)\s+pid=\d+(?:,\s*ip=[\d.]+)?\)\s?         # Ray: (RayWorkerWrapper pid=4009)
+      | \s*\[\d{3,}\]\s(?=\S)                                 # pdsh-style sequence: [80746]
+      | \s*(?P<host>[A-Za-z][\w.-]*-\d+|worker-\d+):\s(?=\S)  # pdsh host: worker-5:
+      | \s*(?:stderr|stdout):\s?                              # launcher stream tags
+    )""",
+    re.VERBOSE,
+)
+_TS_PREFIX_RE = re.compile(
+    r"^\s*\[?\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})?\]?\s*"
+)
+_RANK_IN_TEXT_RE = re.compile(r"\[(?:PG \S+ )?Rank (\d+)\]|\bTP(\d+)\]|local_rank: (\d+)")
+
+# Masks used for dedup keys and before template mining.
+_MASK_RE = re.compile(
+    r"""(?P<ts>\d{4}-\d{2}-\d{2}[ T-]\d{2}[:.]\d{2}[:.]\d{2}(?:[.,]\d+)?)
+      | (?P<ip>\b\d{1,3}(?:\.\d{1,3}){3}(?::\d+|<\d+>)?\b)
+      | (?P<hex>\b0x[0-9a-fA-F]+\b|\b[0-9a-f]{12,}\b)
+      | (?P<path>(?:/[\w.@+-]+){2,}/?)
+      | (?P<num>[-+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?)""",
+    re.VERBOSE,
+)
+
+# Dedup keys of error lines: mask what differs between ranks, nodes and moments (timestamps, IPs, hex, paths,
+# identifiers mixing letters and digits, long numbers, rank/GPU/pid numbers) but keep short codes such as
+# an Xid number or an errno, which tell errors apart.
+_KEY_MASK_RE = re.compile(
+    r"""(?P<ts>\d{4}-\d{2}-\d{2}[ T-]\d{2}[:.]\d{2}[:.]\d{2}(?:[.,]\d+)?|\b\d{1,2}:\d{2}:\d{2}(?:[.,]\d+)?
+             |\b\d{4}[./-]\d{2}[./-]\d{2}\b)
+      | (?P<ip>\b\d{1,3}(?:\.\d{1,3}){3}(?::\d+|<\d+>)?)
+      | (?P<hex>\b0x[0-9a-fA-F]+\b|\b[0-9a-f]{12,}\b)
+      | (?P<path>(?:/[\w.@+-]+){2,}/?)
+      | (?P<who>\b(?:[Rr]ank|GPU|gpu|device|cudaDev|pid|PID|local_rank|node|TP|DP|PP)[\s:=#]*\d+)
+      | (?P<id>\b(?=[\w:.-]*[A-Za-z])(?=[\w:.-]*\d)[\w:.-]*\w)
+      | (?P<num>[-+]?\d+\.\d+(?:[eE][-+]?\d+)?|\d{4,})""",
+    re.VERBOSE,
+)
+
+
+def error_key(text: str) -> str:
+    """The dedup key of an error line: the same error from another rank, node or time maps to the same key."""
+
+    def _sub(match: re.Match[str]) -> str:
+        return "<" + (match.lastgroup or "x").upper() + ">"
+
+    return _KEY_MASK_RE.sub(_sub, text)
+
+
+# Error detection. STRONG signals always make an error line; WEAK ones (a lowercase "error"/"failed") do
+# not when the line states a benign level itself (BGL "RAS KERNEL INFO ... error corrected").
+_STRONG_ERROR_RE = re.compile(
+    r"""Traceback\ \(most\ recent\ call\ last\)
+      | \b[A-Z]\w*(?:Error|Exception|Exit|Interrupt)\b(?=[:\s(]|$)
+      | \bCUDA(?:\ error|_ERROR_\w+)|\bcudaError\w+|\bCUBLAS_STATUS_\w+|\bNCCL\ WARN\b|\bncclRemoteError|\bncclSystemError
+      | \bncclInternalError|\bncclUnhandledCudaError|\bXid\b|fallen\ off\ the\ bus|out\ of\ memory|\bOOM\b
+      | \b(?:lm\ )?loss\b[^|,;]{0,20}?[:=]\s*-?(?:nan|inf)\b|\bgrad[\ _]norm\b[^|,;]{0,20}?[:=]\s*(?:nan|inf)\b
+      | \bnan\ (?:loss|in\ (?:local\ )?grad)|\bNaN\ (?:in|detected)
+      | Segmentation\ fault|core\ dumped|\bKilled\b|\bSIG(?:KILL|SEGV|ABRT|BUS|TERM)\b|killed\ by\ signal
+      | \bexit\ ?code\b|exit\ status\ [1-9]|exitcode\b|terminate\ called|\bwhat\(\):
+      | \b(?:FATAL|FAILURE|FAILED|SEVERE|ERROR|CRITICAL|PANIC|EMERG|ALERT)\b|\bpanic\b
+      | ^\s*\[?E\d{0,4}[\s\]]\S|\[E\ [\w.]+:\d+\]|^\s*E\d{4}\ \d
+      | Watchdog\ caught|watchdog\ thread\ terminated|DUE\ TO\ (?:NODE\ FAILURE|TIME\ LIMIT)|NODE_FAIL
+      | slurmstepd:\ error|\berror:\ unrecognized\ arguments|\berror:\ (?:argument|the\ following)""",
+    re.VERBOSE,
+)
+_WEAK_ERROR_RE = re.compile(
+    r"\b(?:error|errors|failed|failure|fatal|abort(?:ed)?|timed ?out|refused|unreachable)\b"
+    r"|connection (?:reset|closed)|no space left|permission denied|no such file",
+    re.IGNORECASE,
+)
+_BENIGN_LEVEL_RE = re.compile(r"\b(?:INFO|DEBUG|TRACE|NOTICE)\b|\[I\s|^\s*I\d{4}\s")
+
+_TB_START_RE = re.compile(r"Traceback \(most recent call last\)")
+_TB_BODY_RE = re.compile(
+    r"^\s+\S|^\s*$|^During handling of the above exception|^The above exception was the direct cause"
+)
+_EXC_LINE_RE = re.compile(r"^[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Warning|Fault)?\b:?")
+
+_DEFAULT_RULES = "filter_rules.yaml"
+
+
+@dataclass
+class KeptLine:
+    """One line of the compressed log, at the line number of its first occurrence."""
+
+    line: int
+    text: str
+    kind: str
+    count: int = 1
+    ranks: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "line": self.line,
+            "text": self.text,
+            "kind": self.kind,
+            "count": self.count,
+            "ranks": list(self.ranks),
+        }
+
+
+@dataclass
+class CompressedLog:
+    """Kept lines in input order, the mined templates, and how much was dropped."""
+
+    lines: list[KeptLine]
+    templates: list[dict[str, Any]]
+    stats: dict[str, Any]
+
+    def to_text(self) -> str:
+        out = []
+        for kept in self.lines:
+            suffix = ""
+            if kept.count > 1:
+                ranks = f" ranks={','.join(kept.ranks)}" if kept.ranks else ""
+                suffix = f"  [x{kept.count}{ranks}]"
+            out.append(f"{kept.line:>8} {kept.kind[:5]:<5} {kept.text}{suffix}")
+        return "\n".join(out) + ("\n" if out else "")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "lines": [k.to_dict() for k in self.lines],
+            "templates": list(self.templates),
+            "stats": dict(self.stats),
+        }
+
+
+@dataclass(frozen=True)
+class FilterRule:
+    id: str
+    pattern: re.Pattern[str]
+    description: str
+    version: int
+    keep_first: int | None = None
+
+
+class _LRU(OrderedDict):
+    """A bounded mapping that forgets its least recently used keys."""
+
+    def __init__(self, maxsize: int):
+        super().__init__()
+        self.maxsize = maxsize
+
+    def touch(self, key, default=None):
+        value = self.get(key, default)
+        if key in self:
+            self.move_to_end(key)
+        return value
+
+    def put(self, key, value) -> None:
+        self[key] = value
+        self.move_to_end(key)
+        if len(self) > self.maxsize:
+            self.popitem(last=False)
+
+
+def default_filter_rules_path() -> Path:
+    from acme.config import include_dir
+
+    return include_dir() / "diagnosis" / _DEFAULT_RULES
+
+
+_RULE_CACHE: dict[Path, tuple[float, list[FilterRule]]] = {}
+
+
+def load_filter_rules(path: str | Path | None = None) -> list[FilterRule]:
+    """Load and compile the filter rules once per file version; a bad rule raises ConfigError naming it."""
+    rules_path = Path(path) if path is not None else default_filter_rules_path()
+    try:
+        mtime = rules_path.stat().st_mtime
+    except OSError as exc:
+        raise ConfigError(f"filter rules file {rules_path} cannot be read: {exc}") from exc
+    cached = _RULE_CACHE.get(rules_path)
+    if cached and cached[0] == mtime:
+        return cached[1]
+    import yaml
+
+    try:
+        document = yaml.safe_load(rules_path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"filter rules file {rules_path} is not valid YAML: {exc}") from exc
+    rules = parse_filter_rules(document, source=str(rules_path))
+    _RULE_CACHE[rules_path] = (mtime, rules)
+    return rules
+
+
+def parse_filter_rules(document: Any, source: str = "<filter rules>") -> list[FilterRule]:
+    """Validate a parsed filter-rules document (``{"rules": [...]}`` or a bare list)."""
+    entries = document.get("rules") if isinstance(document, dict) else document
+    if not isinstance(entries, list) or not entries:
+        raise ConfigError(f"{source}: expected a non-empty list under 'rules'")
+    rules: list[FilterRule] = []
+    seen: set[str] = set()
+    for index, entry in enumerate(entries):
+        if not isinstance(entry, dict):
+            raise ConfigError(f"{source}: rule #{index} is not a mapping")
+        rule_id = entry.get("id")
+        if not isinstance(rule_id, str) or not rule_id:
+            raise ConfigError(f"{source}: rule #{index} has no id")
+        if rule_id in seen:
+            raise ConfigError(f"{source}: filter rule {rule_id!r} is defined twice")
+        seen.add(rule_id)
+        for required in ("regex", "description", "version"):
+            if required not in entry:
+                raise ConfigError(f"{source}: filter rule {rule_id!r} has no {required!r}")
+        try:
+            pattern = re.compile(str(entry["regex"]))
+        except re.error as exc:
+            raise ConfigError(f"{source}: filter rule {rule_id!r} has an invalid regex: {exc}") from exc
+        keep_first = entry.get("keep_first")
+        if keep_first is not None and (not isinstance(keep_first, int) or keep_first < 0):
+            raise ConfigError(f"{source}: filter rule {rule_id!r}: keep_first must be a non-negative integer")
+        rules.append(
+            FilterRule(
+                id=rule_id,
+                pattern=pattern,
+                description=str(entry["description"]),
+                version=int(entry["version"]),
+                keep_first=keep_first,
+            )
+        )
+    return rules
+
+
+_GLOBAL_FLAGS_RE = re.compile(r"^\(\?([aiLmsux]+)\)")
+
+
+def _scoped(pattern: str) -> str:
+    """Turn a leading global flag group ``(?i)x`` into a scoped one ``(?i:x)`` so rules can be combined."""
+    match = _GLOBAL_FLAGS_RE.match(pattern)
+    if match is None:
+        return pattern
+    return f"(?{match.group(1)}:{pattern[match.end() :]})"
+
+
+@contextmanager
+def _lines_of(source: str | Path | Iterable[str]) -> Iterator[Iterable[str]]:
+    """The raw lines of a log file (plain or gzip, read as it streams) or of an iterable of lines."""
+    if not isinstance(source, (str, Path)):
+        yield source
+        return
+    path = Path(source)
+    opener = gzip.open if path.suffix == ".gz" else open
+    try:
+        # Only a newline ends a line: a tqdm bar's bare carriage returns stay inside it.
+        with opener(path, "rt", encoding="utf-8", errors="replace", newline="\n") as handle:
+            yield handle
+    except (OSError, EOFError) as exc:
+        raise InputError(str(path), f"cannot read log: {exc}") from exc
+
+
+def _split_lines(raw_lines: Iterator[str]) -> Iterator[str]:
+    """Yield logical lines without their line ending (\\n or \\r\\n); a bare \\r inside a line (tqdm) stays."""
+    for raw in raw_lines:
+        if raw.endswith("\n"):
+            raw = raw[:-1]
+        for line in raw.split("\n") if "\n" in raw else (raw,):
+            yield line[:-1] if line.endswith("\r") else line
+
+
+def strip_prefix(text: str) -> tuple[str, str | None]:
+    """Remove rank/worker/host/timestamp prefixes; return the bare message and the rank or host seen."""
+    rank = None
+    while True:
+        match = _PREFIX_RE.match(text)
+        if not match or match.end() == 0:
+            break
+        found = match.group("r1") or match.group("r2") or match.group("r3") or match.group("host")
+        if found is not None and rank is None:
+            rank = found
+        text = text[match.end() :]
+    ts = _TS_PREFIX_RE.match(text)
+    if ts and ts.end() < len(text):
+        text = text[ts.end() :]
+    if rank is None and ("Rank " in text or "TP" in text or "local_rank" in text):
+        inner = _RANK_IN_TEXT_RE.search(text)
+        if inner:
+            rank = next(g for g in inner.groups() if g is not None)
+    return text, rank
+
+
+def mask(text: str) -> str:
+    """Replace timestamps, IPs, hex, paths and numbers by placeholders (dedup keys, template mining)."""
+
+    def _sub(match: re.Match[str]) -> str:
+        return "<" + (match.lastgroup or "x").upper() + ">"
+
+    return _MASK_RE.sub(_sub, text)
+
+
+# Cheap substring gates: the regexes above are only run on lines containing one of these (lower-cased),
+# which keeps error detection off the hot path of routine lines.
+_ERROR_TRIGGERS = (
+    "error", "exception", "traceback", "cuda error", "cuda_error", "cudaerror", "cublas_status", "nccl warn",
+    "ncclremote", "ncclsystem", "ncclinternal", "ncclunhandled", "xid", "fallen off", "out of memory", "oom", ": nan",
+    "=nan", "= nan", ": inf", "=inf", ": -inf", "nan in ", "nan detected", "segmentation", "core dumped", "killed",
+    "sigkill", "sigsegv", "sigabrt", "sigbus", "sigterm", "exit", "terminate called", "what():", "fatal", "fail",
+    "severe", "critical", "panic", "emerg", "alert", "watchdog", "due to", "slurmstepd", "abort", "timed out",
+    "timeout", "refused", "unreachable", "connection reset", "connection closed", "no space left",
+    "permission denied", "no such file",
+)  # fmt: skip
+
+
+def is_error_line(text: str) -> bool:
+    """Whether a (prefix-stripped) line reports an error, by severity words and error signatures."""
+    low = text.lower()
+    for trigger in _ERROR_TRIGGERS:
+        if trigger in low:
+            break
+    else:
+        head = text.lstrip()[:5]
+        if "[E" not in text and not (head[:1] == "E" and head[1:].isdigit()):
+            return False
+    if _STRONG_ERROR_RE.search(text):
+        return True
+    return bool(_WEAK_ERROR_RE.search(text)) and not _BENIGN_LEVEL_RE.search(text)
+
+
+class LogCompressor:
+    """Streaming compressor. Feed lines with :meth:`feed`, then call :meth:`result`.
+
+    Memory is bounded by ``max_keys`` (dedup LRU), ``max_kept`` (kept lines), ``max_templates`` and the
+    ``context`` ring buffer, never by the length of the log.
+    """
+
+    def __init__(
+        self,
+        rules: list[FilterRule] | None = None,
+        *,
+        context: int = 2,
+        max_keys: int = 20_000,
+        max_kept: int = 5_000,
+        max_templates: int = 1_000,
+        max_ranks_listed: int = 16,
+        max_line_chars: int = 2_000,
+        drain_sim_th: float = 0.4,
+    ):
+        from drain3.drain import Drain
+
+        self.rules = rules if rules is not None else load_filter_rules()
+        self.context = context
+        self.max_kept = max_kept
+        self.max_templates = max_templates
+        self.max_ranks_listed = max_ranks_listed
+        self.max_line_chars = max_line_chars
+        # Rules are tried one by one, most frequent first (re-sorted as the log goes): a routine line is
+        # usually dropped by the first rule tried, which is much faster than one combined alternation.
+        self._order: list[FilterRule] = list(self.rules)
+        self._hits: dict[str, int] = {r.id: 0 for r in self.rules}
+        self._drain = Drain(sim_th=drain_sim_th, max_clusters=max_templates, extra_delimiters=("=", ",", "|"))
+        self._kept: list[KeptLine] = []
+        self._kept_by_key: _LRU = _LRU(max_keys)  # (kind, key) -> KeptLine
+        self._template_by_key: _LRU = _LRU(max_keys)  # masked text -> cluster id
+        self._templates: dict[int, dict[str, Any]] = {}
+        self._keep_first_seen: _LRU = _LRU(max_keys)
+        self._recent: deque[tuple[int, str, bool]] = deque(maxlen=max(context, 1))
+        self._tb_state: _LRU = _LRU(4_096)  # rank -> "tb" | "cont:<n>"
+        self.lines_in = 0
+        self.kept_errors = 0
+        self.dropped_by_rule: dict[str, int] = {r.id: 0 for r in self.rules}
+        self.truncated = 0
+        self._started = time.perf_counter()
+
+    # -- kept lines -------------------------------------------------------------------------------------
+    def _keep(self, number: int, original: str, key: str, kind: str, rank: str | None) -> bool:
+        """Record a kept line; return True when it is new (not a duplicate of a kept line)."""
+        dedup_key = (kind if kind != KIND_CONTEXT else KIND_CONTEXT, key)
+        existing = self._kept_by_key.touch(dedup_key)
+        if existing is not None:
+            existing.count += 1
+            if (
+                rank is not None
+                and rank not in existing.ranks
+                and len(existing.ranks) < self.max_ranks_listed
+            ):
+                existing.ranks.append(rank)
+            return False
+        if len(self._kept) >= self.max_kept:
+            self.truncated += 1
+            return False
+        kept = KeptLine(line=number, text=original[: self.max_line_chars], kind=kind)
+        if rank is not None:
+            kept.ranks.append(rank)
+        self._kept.append(kept)
+        self._kept_by_key.put(dedup_key, kept)
+        return True
+
+    def _keep_error(self, number: int, original: str, key: str, kind: str, rank: str | None) -> None:
+        self.kept_errors += 1
+        if kind == KIND_ERROR and (KIND_ERROR, key) not in self._kept_by_key:
+            # Context: the lines just before a new error, unless they were errors themselves.
+            for ctx_number, ctx_text, ctx_was_error in self._recent:
+                if not ctx_was_error:
+                    ctx_bare, _ = strip_prefix(ctx_text)
+                    self._keep(ctx_number, ctx_text, error_key(ctx_bare), KIND_CONTEXT, None)
+        self._keep(number, original, key, kind, rank)
+
+    # -- templates --------------------------------------------------------------------------------------
+    def _template(self, number: int, original: str, masked: str) -> None:
+        cluster_id = self._template_by_key.touch(masked)
+        if cluster_id is None:
+            cluster, _ = self._drain.add_log_message(masked)
+            cluster_id = cluster.cluster_id
+            self._template_by_key.put(masked, cluster_id)
+        entry = self._templates.get(cluster_id)
+        if entry is None:
+            if len(self._templates) >= self.max_templates:
+                self.truncated += 1
+                return
+            entry = {
+                "cluster_id": cluster_id,
+                "line": number,
+                "text": original[: self.max_line_chars],
+                "count": 0,
+            }
+            self._templates[cluster_id] = entry
+        entry["count"] += 1
+
+    def _match_rule(self, bare: str) -> FilterRule | None:
+        for rule in self._order:
+            if rule.pattern.search(bare):
+                self._hits[rule.id] += 1
+                if self.lines_in % 4096 == 0:
+                    self._order.sort(key=lambda r: -self._hits[r.id])
+                return rule
+        return None
+
+    # -- main loop --------------------------------------------------------------------------------------
+    def feed(self, number: int, original: str) -> None:
+        self.lines_in += 1
+        bare, rank = strip_prefix(original)
+        error = None
+        if "\r" in bare:
+            # A tqdm bar rewrites itself with "\r"; an error appended to a bar stays visible in the full line.
+            error = is_error_line(bare)
+            if not error:
+                bare = bare.rsplit("\r", 1)[-1] or bare.strip("\r")
+        stream = rank or ""
+        state = self._tb_state.touch(stream)
+        if state is not None:
+            if state == "tb":
+                if _TB_BODY_RE.match(bare) or _TB_START_RE.search(bare):
+                    if bare.strip():
+                        self._keep_error(number, original, error_key(bare), KIND_TRACEBACK, rank)
+                    self._recent.append((number, original, True))
+                    return
+                if _EXC_LINE_RE.match(bare):
+                    self._keep_error(number, original, error_key(bare), KIND_ERROR, rank)
+                    self._tb_state.put(stream, "cont:10")
+                    self._recent.append((number, original, True))
+                    return
+                self._tb_state.pop(stream, None)
+            else:  # continuation lines of a multi-line exception message
+                remaining = int(state.split(":", 1)[1])
+                if remaining > 0 and bare[:1] in (" ", "\t") and bare.strip():
+                    self._keep_error(number, original, error_key(bare), KIND_ERROR, rank)
+                    self._tb_state.put(stream, f"cont:{remaining - 1}")
+                    self._recent.append((number, original, True))
+                    return
+                self._tb_state.pop(stream, None)
+        if _TB_START_RE.search(bare):
+            self._tb_state.put(stream, "tb")
+            self._keep_error(number, original, error_key(bare), KIND_TRACEBACK, rank)
+            self._recent.append((number, original, True))
+            return
+        if error or (error is None and is_error_line(bare)):
+            self._keep_error(number, original, error_key(bare), KIND_ERROR, rank)
+            self._recent.append((number, original, True))
+            return
+        self._recent.append((number, original, False))
+        if not bare.strip():
+            return
+        rule = self._match_rule(bare)
+        if rule is not None:
+            if rule.keep_first is None:
+                self.dropped_by_rule[rule.id] += 1
+                return
+            masked = mask(bare)
+            seen = self._keep_first_seen.touch(masked, 0)
+            if seen >= rule.keep_first:
+                self.dropped_by_rule[rule.id] += 1
+                return
+            self._keep_first_seen.put(masked, seen + 1)
+            self._template(number, original, masked)
+            return
+        self._template(number, original, mask(bare))
+
+    def result(self) -> CompressedLog:
+        templates = []
+        for entry in sorted(self._templates.values(), key=lambda e: e["line"]):
+            cluster = self._drain.id_to_cluster.get(entry["cluster_id"])
+            template = cluster.get_template() if cluster is not None else entry["text"]
+            templates.append(
+                {"line": entry["line"], "template": template, "text": entry["text"], "count": entry["count"]}
+            )
+        kept = sorted(
+            self._kept + [KeptLine(t["line"], t["text"], KIND_TEMPLATE, t["count"]) for t in templates],
+            key=lambda k: (k.line, k.kind != KIND_CONTEXT),
+        )
+        stats = {
+            "lines_in": self.lines_in,
+            "lines_out": len(kept),
+            "kept_errors": self.kept_errors,
+            "seconds": round(time.perf_counter() - self._started, 4),
+            "templates": len(templates),
+            "truncated": self.truncated,
+            "dropped_by_rule": dict(self.dropped_by_rule),
+        }
+        return CompressedLog(lines=kept, templates=templates, stats=stats)
+
+
+def compress_log(
+    path_or_lines: str | Path | Iterable[str],
+    rules: list[FilterRule] | str | Path | None = None,
+    **options: Any,
+) -> CompressedLog:
+    """Compress a log file (plain or ``.gz``) or an iterable of lines; see the module docstring."""
+    if rules is None or isinstance(rules, (str, Path)):
+        rules = load_filter_rules(rules)
+    compressor = LogCompressor(rules, **options)
+    with _lines_of(path_or_lines) as lines:
+        for number, text in enumerate(_split_lines(iter(lines)), start=1):
+            compressor.feed(number, text)
+    return compressor.result()
+
+
+def compress_cli(log_path: str | Path, out_path: str | Path) -> dict[str, Any]:
+    """Compress ``log_path`` into ``out_path`` (secrets redacted); return the headline stats."""
+    from acme.diagnosis.rules import redact
+
+    compressed = compress_log(log_path)
+    out = Path(out_path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(out.name + ".tmp")
+    tmp.write_text(redact(compressed.to_text()), encoding="utf-8")
+    tmp.replace(out)
+    return {key: compressed.stats[key] for key in ("lines_in", "lines_out", "kept_errors", "seconds")}

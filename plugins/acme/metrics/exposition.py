@@ -1,0 +1,315 @@
+"""dcgm-exporter scrape files (Prometheus text exposition format) into canonical samples.
+
+A file is what ``curl :9400/metrics`` saves, or several such pages concatenated. The time of a
+sample, in order of precedence:
+
+1. the sample's own timestamp (``name{...} value 1688169615000``: milliseconds, as the
+   Prometheus text format defines; in OpenMetrics mode, seconds);
+2. the last ``# scrape_time <time>`` comment before it, which this project writes in front of
+   each page when scrapes are concatenated (``<time>``: RFC 3339 such as
+   ``2023-07-01T00:00:15Z``, or epoch seconds);
+3. the time in the file name: ``...20230701T000015Z...`` (UTC) or a 10-digit epoch in seconds
+   (``dcgm-1688169615.prom``);
+4. ``default_time`` if the caller gives one.
+
+A sample with no time from any of these is rejected. What is parsed: ``# HELP`` (with ``\\\\`` and
+``\\n`` escapes) and ``# TYPE`` lines, other comments ignored; label values with ``\\"``, ``\\\\`` and
+``\\n`` escapes; values as floats including ``NaN``, ``+Inf``, ``-Inf`` (kept: validation quarantines
+them with a reason). A malformed line (bad metric name, unterminated label set, unparseable value
+or timestamp, invalid TYPE) becomes a reject with its line number and the reason; parsing never
+stops on one. Samples of metrics that are not in the catalog are counted per name and skipped.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from acme.errors import InputError
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from acme.metrics.catalog import Catalog, MetricSpec
+    from acme.metrics.storage import Samples
+
+_NAME = r"[a-zA-Z_:][a-zA-Z0-9_:]*"
+_SAMPLE = re.compile(rf"^({_NAME})(?:\{{(.*)\}})?[ \t]+(\S+)(?:[ \t]+(\S+))?[ \t]*$")
+_LABEL = re.compile(r'[ \t]*([a-zA-Z_][a-zA-Z0-9_]*)[ \t]*=[ \t]*"((?:[^"\\]|\\.)*)"[ \t]*(,|$)')
+_TYPES = {
+    "counter",
+    "gauge",
+    "histogram",
+    "summary",
+    "untyped",
+    "unknown",
+    "info",
+    "stateset",
+    "gaugehistogram",
+}
+_FILE_TIME = re.compile(r"(\d{8}T\d{6}Z)|(?<!\d)(\d{10})(?!\d)")
+_VALUES = {"nan": float("nan"), "+inf": float("inf"), "inf": float("inf"), "-inf": float("-inf")}
+
+
+@dataclass
+class ExpositionResult:
+    samples: dict[str, Samples]  # canonical metric name -> samples (input order)
+    rejects: pd.DataFrame  # source_file, source_line, reason, record
+    lines: int
+    help: dict[str, str] = field(default_factory=dict)
+    types: dict[str, str] = field(default_factory=dict)
+    skipped_metrics: dict[str, int] = field(default_factory=dict)  # not in the catalog: samples per name
+    scrapes: int = 0
+
+
+def unescape(text: str, quote: bool = True) -> str:
+    """Undo the exposition format's escapes (``\\\\``, ``\\n``, and ``\\"`` in label values)."""
+    if "\\" not in text:
+        return text
+    out, i = [], 0
+    while i < len(text):
+        ch = text[i]
+        if ch == "\\" and i + 1 < len(text):
+            nxt = text[i + 1]
+            if nxt == "n":
+                out.append("\n")
+            elif nxt == "\\" or (quote and nxt == '"'):
+                out.append(nxt)
+            else:
+                out.append("\\" + nxt)
+            i += 2
+            continue
+        out.append(ch)
+        i += 1
+    return "".join(out)
+
+
+def parse_labels(text: str) -> dict[str, str] | None:
+    """Label set ``a="1",b="x\\"y"`` (trailing comma allowed) as a dict; None when malformed."""
+    labels: dict[str, str] = {}
+    position, text = 0, text.strip()
+    while position < len(text):
+        match = _LABEL.match(text, position)
+        if not match:
+            return None
+        labels[match.group(1)] = unescape(match.group(2))
+        position = match.end()
+        if match.group(3) == "" and position < len(text):
+            return None
+    return labels
+
+
+def parse_value(text: str) -> float | None:
+    special = _VALUES.get(text.lower())
+    if special is not None:
+        return special
+    try:
+        return float(text)
+    except ValueError:
+        return None
+
+
+def parse_scrape_time(text: str) -> int | None:
+    """Epoch ms of an RFC 3339 time or epoch seconds; None when neither."""
+    text = text.strip()
+    try:
+        return round(float(text) * 1000)
+    except ValueError:
+        pass
+    try:
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return round(moment.timestamp() * 1000)
+
+
+def time_from_file_name(name: str) -> int | None:
+    """Epoch ms from ``YYYYMMDDTHHMMSSZ`` or a 10-digit epoch in a file name."""
+    match = _FILE_TIME.search(Path(name).name)
+    if not match:
+        return None
+    if match.group(1):
+        moment = datetime.strptime(match.group(1), "%Y%m%dT%H%M%SZ").replace(tzinfo=UTC)
+        return round(moment.timestamp() * 1000)
+    return int(match.group(2)) * 1000
+
+
+def parse_exposition(
+    text: str,
+    catalog: Catalog,
+    *,
+    source_file: str = "<text>",
+    default_time_ms: int | None = None,
+    openmetrics: bool | None = None,
+) -> ExpositionResult:
+    """Parse exposition text into samples per catalog metric, plus rejects (see the module doc)."""
+    import numpy as np
+
+    from acme.metrics.storage import Samples, series_frame
+    from acme.sources.base import rejects_frame
+
+    if openmetrics is None:
+        openmetrics = text.rstrip().endswith("# EOF")
+    ts_factor = 1000 if openmetrics else 1
+    wanted = catalog.by_exporter_name()
+    file_time = time_from_file_name(source_file)
+    scrape_time: int | None = None
+    scrapes = 0
+    series: dict[str, dict[tuple, int]] = {}
+    series_rows: dict[str, list[tuple]] = {}
+    columns: dict[str, tuple[list[int], list[int], list[float]]] = {}
+    rejects: list[dict[str, Any]] = []
+    helps: dict[str, str] = {}
+    types: dict[str, str] = {}
+    skipped: Counter[str] = Counter()
+    lines = text.splitlines()
+
+    def reject(number: int, reason: str, line: str) -> None:
+        rejects.append(
+            {"source_file": source_file, "source_line": number, "reason": reason, "record": line[:500]}
+        )
+
+    for number, raw in enumerate(lines, start=1):
+        line = raw.strip()
+        if not line:
+            continue
+        if line.startswith("#"):
+            parts = line[1:].strip().split(None, 2)
+            if not parts:
+                continue
+            keyword = parts[0]
+            if keyword == "scrape_time":
+                moment = parse_scrape_time(parts[1]) if len(parts) > 1 else None
+                if moment is None:
+                    reject(number, "scrape_time is neither RFC 3339 nor epoch seconds", raw)
+                else:
+                    scrape_time = moment
+                    scrapes += 1
+            elif keyword == "HELP":
+                if len(parts) < 2 or not re.fullmatch(_NAME, parts[1]):
+                    reject(number, "HELP line without a valid metric name", raw)
+                else:
+                    helps[parts[1]] = unescape(parts[2] if len(parts) > 2 else "", quote=False)
+            elif keyword == "TYPE":
+                if len(parts) < 3 or not re.fullmatch(_NAME, parts[1]) or parts[2].strip() not in _TYPES:
+                    reject(
+                        number, "TYPE line needs a metric name and one of " + ", ".join(sorted(_TYPES)), raw
+                    )
+                else:
+                    types[parts[1]] = parts[2].strip()
+            continue
+        match = _SAMPLE.match(line)
+        if not match:
+            reject(number, _why_malformed(line), raw)
+            continue
+        name, label_text, value_text, ts_text = match.groups()
+        labels = parse_labels(label_text) if label_text else {}
+        if labels is None:
+            reject(number, 'malformed label set (expected name="value" pairs separated by commas)', raw)
+            continue
+        value = parse_value(value_text)
+        if value is None:
+            reject(number, f"value {value_text[:40]!r} is not a number", raw)
+            continue
+        if ts_text is not None:
+            try:
+                ts = round(float(ts_text) * ts_factor)
+            except ValueError:
+                reject(number, f"timestamp {ts_text[:40]!r} is not a number", raw)
+                continue
+        else:
+            ts = (
+                scrape_time
+                if scrape_time is not None
+                else (file_time if file_time is not None else default_time_ms)
+            )
+            if ts is None:
+                reject(
+                    number,
+                    "no timestamp: none on the sample, no '# scrape_time' and none in the file name",
+                    raw,
+                )
+                continue
+        spec = wanted.get(name)
+        if spec is None:
+            skipped[name] += 1
+            continue
+        key = series_key(labels, spec)
+        if key is None:
+            reject(
+                number,
+                f"no label gives the node of {name} (looked for {', '.join(spec.labels['node'])})",
+                raw,
+            )
+            continue
+        metric_series = series.setdefault(spec.name, {})
+        sid = metric_series.get(key[:3])
+        if sid is None:
+            sid = metric_series[key[:3]] = len(metric_series)
+            series_rows.setdefault(spec.name, []).append(key)
+        ids, stamps, values = columns.setdefault(spec.name, ([], [], []))
+        ids.append(sid)
+        stamps.append(ts)
+        values.append(value * spec.scale)
+
+    samples = {
+        metric: Samples(
+            metric,
+            series_frame(series_rows[metric]),
+            np.array(ids, dtype=np.int32),
+            np.array(stamps, dtype=np.int64),
+            np.array(values, dtype=np.float64),
+        )
+        for metric, (ids, stamps, values) in columns.items()
+    }
+    return ExpositionResult(samples, rejects_frame(rejects), len(lines), helps, types, dict(skipped), scrapes)
+
+
+def series_key(labels: dict[str, str], spec: MetricSpec) -> tuple | None:
+    """(node, gpu, uuid, model) of a sample from its labels via the catalog's mapping."""
+
+    def first(kind: str) -> str | None:
+        for label in spec.labels.get(kind, ()):
+            if labels.get(label):
+                return labels[label]
+        return None
+
+    node = first("node")
+    if node is None:
+        return None
+    if ":" in node and node.rsplit(":", 1)[1].isdigit():  # instance="host:9400"
+        node = node.rsplit(":", 1)[0]
+    gpu_text = first("gpu") if spec.per_gpu else None
+    gpu = int(gpu_text) if gpu_text is not None and gpu_text.isdigit() else None
+    return (node, gpu, first("uuid") if spec.per_gpu else None, first("model") if spec.per_gpu else None)
+
+
+def _why_malformed(line: str) -> str:
+    if not re.match(_NAME, line):
+        return "line does not start with a metric name"
+    if "{" in line and "}" not in line:
+        return "unterminated label set (no closing '}')"
+    rest = re.sub(rf"^{_NAME}(\{{.*\}})?", "", line).strip()
+    if not rest:
+        return "sample has no value"
+    return f"cannot parse {rest[:40]!r} as 'value [timestamp]'"
+
+
+def read_exposition_files(paths: list[Path], catalog: Catalog, default_time_ms: int | None = None):
+    """Parse several scrape files (in name order) into one result per file."""
+    results = []
+    for path in sorted(paths):
+        try:
+            text = Path(path).read_text(encoding="utf-8", errors="replace")
+        except OSError as exc:
+            raise InputError(str(path), f"cannot read: {exc}") from exc
+        results.append(
+            parse_exposition(text, catalog, source_file=str(path), default_time_ms=default_time_ms)
+        )
+    return results

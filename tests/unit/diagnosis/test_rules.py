@@ -1,0 +1,203 @@
+"""Rule-based diagnosis: YAML validation, root cause over symptoms, Unknown, redaction, accuracy on real errors."""
+
+from __future__ import annotations
+
+import csv
+import json
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+import yaml
+
+from acme.diagnosis.compress import compress_cli
+from acme.diagnosis.rules import (
+    TAXONOMY,
+    UNKNOWN,
+    diagnose_cli,
+    diagnose_log,
+    load_rules,
+    parse_rules,
+    redact,
+)
+from acme.diagnosis.synth_log import iter_training_log
+from acme.errors import ConfigError
+
+ROOT = Path(__file__).resolve().parents[3]
+TAXONOMY_CSV = ROOT.parent / "shared" / "reference" / "failure_taxonomy.csv"
+LABELLED = ROOT / "tests" / "fixtures" / "diagnosis" / "labelled_errors.yaml"
+
+
+def _rule(**overrides):
+    rule = {
+        "id": "r1",
+        "reason": "ECCError",
+        "category": "Infrastructure",
+        "attribution": "infrastructure",
+        "priority": 100,
+        "patterns": ["ECC"],
+        "mitigation": "drain",
+        "version": 1,
+    }
+    rule.update(overrides)
+    return rule
+
+
+def test_bundled_rules_cover_every_taxonomy_reason():
+    reasons = {r.reason for r in load_rules()}
+    assert set(TAXONOMY) <= reasons
+    assert {"LossSpike", "GPUDriverFault"} <= reasons
+
+
+@pytest.mark.skipif(not TAXONOMY_CSV.exists(), reason="shared reference data not available")
+def test_taxonomy_constant_matches_the_reference_csv():
+    with TAXONOMY_CSV.open(newline="") as fh:
+        assert {row["reason"]: row["category"] for row in csv.DictReader(fh)} == TAXONOMY
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"reason": "CosmicRay"}, "not in the failure taxonomy"),
+        ({"category": "Script"}, "belongs to category Infrastructure"),
+        ({"attribution": "nobody"}, "attribution"),
+        ({"patterns": ["("]}, "invalid pattern"),
+        ({"priority": "high"}, "priority"),
+        ({"mitigation": ""}, "lacks mitigation"),
+    ],
+)
+def test_rule_validation_errors_name_the_rule(overrides, message):
+    with pytest.raises(ConfigError, match=message) as caught:
+        parse_rules({"rules": [_rule(**overrides)]})
+    assert "'r1'" in str(caught.value)
+
+
+def test_root_cause_beats_symptoms_printed_after_it():
+    # An ECC error on one rank, then every rank times out and raises RuntimeErrors.
+    diagnosis = diagnose_log(iter_training_log(20_000, seed=4, ranks=32, failure="ECCError"))
+    assert (diagnosis.reason, diagnosis.category, diagnosis.attribution) == (
+        "ECCError",
+        "Infrastructure",
+        "infrastructure",
+    )
+    assert diagnosis.confidence >= 0.9 and diagnosis.rule_id == "ecc-uncorrectable"
+    assert any("uncorrectable ECC error" in e["text"] for e in diagnosis.evidence)
+
+
+def test_root_cause_beats_symptoms_printed_before_it():
+    lines = [
+        "[rank0]: [E ProcessGroupNCCL.cpp:607] [Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1, "
+        "OpType=ALLREDUCE, Timeout(ms)=600000) ran for 600004 milliseconds before timing out.",
+        "[rank1]: RuntimeError: Connection reset by peer",
+        "[rank5]: RuntimeError: CUDA error: an illegal memory access was encountered",
+        "[rank6]: RuntimeError: CUDA error: uncorrectable NVLink error detected during the execution",
+    ]
+    assert diagnose_log(lines).reason == "NVLinkError"
+    assert diagnose_log(lines[:3]).reason == "CUDAError"
+    assert diagnose_log(lines[:2]).reason == "ConnectionError"
+    assert diagnose_log(lines[:1]).reason == "NCCLTimeoutError"
+
+
+def test_equal_priority_earliest_error_wins():
+    lines = [
+        "[rank3]: KeyError: 'input_ids'",
+        "[rank0]: TypeError: forward() got an unexpected keyword argument 'labels'",
+    ]
+    diagnosis = diagnose_log(lines)
+    assert diagnosis.reason == "KeyError" and diagnosis.evidence[0]["line"] == 1
+
+
+def test_unknown_when_nothing_matches():
+    lines = ["training started", " iteration 10/100 | lm loss: 2.0 |", "Killed"]
+    diagnosis = diagnose_log(lines)
+    assert (diagnosis.reason, diagnosis.category, diagnosis.confidence) == (UNKNOWN, None, 0.0)
+    assert diagnosis.evidence == [] and diagnosis.rule_id is None
+
+
+def test_job_metadata_is_evidence_too():
+    diagnosis = diagnose_log(["training started"], job={"state": "NODE_FAIL"})
+    assert diagnosis.reason == "NodeFailure" and diagnosis.evidence[0]["line"] == 0
+
+
+SECRETS = [
+    "sk-proj-abcdefghijklmnopqrstuvwx123456",
+    "hf_abcdefghijklmnopqrstuvwxyzABCD",
+    "AKIAIOSFODNN7EXAMPLE",
+    "hunter2hunter2",
+    "s3cr3tpass",
+    "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U",
+]
+
+
+def test_redaction_in_evidence_and_compressed_output(tmp_path):
+    log = tmp_path / "job.log"
+    log.write_text(
+        "\n".join(
+            [
+                f"export OPENAI_API_KEY={SECRETS[0]}",
+                f"[rank0]: huggingface_hub.errors.HfHubHTTPError: 401 Unauthorized token={SECRETS[1]}",
+                f"[rank0]: botocore.exceptions.ClientError: An error occurred (AccessDenied) key {SECRETS[2]}",
+                f"[rank0]: ValueError: bad config --password {SECRETS[3]} for https://bob:{SECRETS[4]}@db.internal/x",
+                f"[rank0]: RuntimeError: request failed: Authorization: Bearer {SECRETS[5]}",
+            ]
+        )
+        + "\n"
+    )
+    result = diagnose_cli(log)
+    out = tmp_path / "compressed.txt"
+    compress_cli(log, out)
+    dumped = json.dumps(result) + out.read_text()
+    for secret in SECRETS:
+        assert secret not in dumped
+    assert "[REDACTED]" in dumped
+    assert set(result) == {
+        "reason",
+        "category",
+        "attribution",
+        "confidence",
+        "source",
+        "evidence",
+        "mitigation",
+        "rule_id",
+    }
+    assert result["source"] == "rule"
+
+
+def test_redact_leaves_ordinary_text_alone():
+    text = "RuntimeError: CUDA error: an illegal memory access was encountered (token ids 5, lr=3e-4)"
+    assert redact(text) == text
+
+
+def test_accuracy_on_labelled_real_errors():
+    items = yaml.safe_load(LABELLED.read_text())
+    assert len(items) >= 40
+    by_reason: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    by_category: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    failures = []
+    for item in items:
+        diagnosis = diagnose_log(item["text"].splitlines())
+        reason_ok = diagnosis.reason == item["reason"]
+        category_ok = diagnosis.category == item["category"]
+        by_reason[item["reason"]][0] += reason_ok
+        by_reason[item["reason"]][1] += 1
+        by_category[str(item["category"])][0] += category_ok
+        by_category[str(item["category"])][1] += 1
+        if not reason_ok:
+            failures.append(
+                f"{item['id']}: expected {item['reason']}, got {diagnosis.reason} ({diagnosis.rule_id})"
+            )
+    reason_acc = sum(v[0] for v in by_reason.values()) / len(items)
+    category_acc = sum(v[0] for v in by_category.values()) / len(items)
+    print(f"\n{'reason':<22}{'correct':>8}{'total':>7}")
+    for reason, (ok, total) in sorted(by_reason.items()):
+        print(f"{reason:<22}{ok:>8}{total:>7}")
+    print(f"\n{'category':<22}{'correct':>8}{'total':>7}")
+    for category, (ok, total) in sorted(by_category.items()):
+        print(f"{category:<22}{ok:>8}{total:>7}")
+    print(
+        f"\nreason accuracy {reason_acc:.3f}, category accuracy {category_acc:.3f} on {len(items)} real errors"
+    )
+    for line in failures:
+        print("MISS", line)
+    assert category_acc >= 0.9
+    assert reason_acc >= 0.8
