@@ -69,6 +69,8 @@ bench: $(STAMP)
 	$(PY) benchmarks/bench_ingest_jobs.py
 	$(PY) benchmarks/bench_locate_faults.py
 	$(PY) benchmarks/bench_plan_eval.py
+	$(PY) benchmarks/bench_compress_logs.py
+	$(PY) benchmarks/bench_ingest_metrics.py
 
 clean:
 	rm -rf $(AIRFLOW_HOME) .airflow-test lake
