@@ -207,28 +207,12 @@ def default_filter_rules_path() -> Path:
     return include_dir() / "diagnosis" / _DEFAULT_RULES
 
 
-_RULE_CACHE: dict[Path, tuple[float, list[FilterRule]]] = {}
-
-
 def load_filter_rules(path: str | Path | None = None) -> list[FilterRule]:
     """Load and compile the filter rules once per file version; a bad rule raises ConfigError naming it."""
-    rules_path = Path(path) if path is not None else default_filter_rules_path()
-    try:
-        mtime = rules_path.stat().st_mtime
-    except OSError as exc:
-        raise ConfigError(f"filter rules file {rules_path} cannot be read: {exc}") from exc
-    cached = _RULE_CACHE.get(rules_path)
-    if cached and cached[0] == mtime:
-        return cached[1]
-    import yaml
+    from acme.diagnosis.rulefiles import load_rule_file
 
-    try:
-        document = yaml.safe_load(rules_path.read_text(encoding="utf-8"))
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"filter rules file {rules_path} is not valid YAML: {exc}") from exc
-    rules = parse_filter_rules(document, source=str(rules_path))
-    _RULE_CACHE[rules_path] = (mtime, rules)
-    return rules
+    rules_path = Path(path) if path is not None else default_filter_rules_path()
+    return load_rule_file(rules_path, parse_filter_rules, "filter rules file")
 
 
 def parse_filter_rules(document: Any, source: str = "<filter rules>") -> list[FilterRule]:

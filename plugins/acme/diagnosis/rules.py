@@ -127,28 +127,12 @@ def default_rules_path() -> Path:
     return include_dir() / "diagnosis" / "rules.yaml"
 
 
-_RULES_CACHE: dict[Path, tuple[float, list[Rule]]] = {}
-
-
 def load_rules(path: str | Path | None = None) -> list[Rule]:
     """Load, validate and compile the diagnosis rules (cached per file version)."""
-    rules_path = Path(path) if path is not None else default_rules_path()
-    try:
-        mtime = rules_path.stat().st_mtime
-    except OSError as exc:
-        raise ConfigError(f"diagnosis rules file {rules_path} cannot be read: {exc}") from exc
-    cached = _RULES_CACHE.get(rules_path)
-    if cached and cached[0] == mtime:
-        return cached[1]
-    import yaml
+    from acme.diagnosis.rulefiles import load_rule_file
 
-    try:
-        document = yaml.safe_load(rules_path.read_text(encoding="utf-8"))
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"diagnosis rules file {rules_path} is not valid YAML: {exc}") from exc
-    rules = parse_rules(document, source=str(rules_path))
-    _RULES_CACHE[rules_path] = (mtime, rules)
-    return rules
+    rules_path = Path(path) if path is not None else default_rules_path()
+    return load_rule_file(rules_path, parse_rules, "diagnosis rules file")
 
 
 def parse_rules(document: Any, source: str = "<rules>") -> list[Rule]:

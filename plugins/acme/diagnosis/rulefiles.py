@@ -1,0 +1,33 @@
+"""Reading the YAML rule files of the diagnosis (filter rules, diagnosis rules), cached per version."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+from acme.errors import ConfigError
+
+Rules = TypeVar("Rules")
+
+_CACHE: dict[tuple[str, Path], tuple[float, Any]] = {}
+
+
+def load_rule_file(path: Path, parse: Callable[[Any, str], Rules], what: str) -> Rules:
+    """Parse ``path`` with ``parse`` once per modification time; problems raise ConfigError naming the file."""
+    try:
+        mtime = path.stat().st_mtime
+    except OSError as exc:
+        raise ConfigError(f"{what} {path} cannot be read: {exc}") from exc
+    cached = _CACHE.get((what, path))
+    if cached and cached[0] == mtime:
+        return cached[1]
+    import yaml
+
+    try:
+        document = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{what} {path} is not valid YAML: {exc}") from exc
+    rules = parse(document, str(path))
+    _CACHE[(what, path)] = (mtime, rules)
+    return rules
