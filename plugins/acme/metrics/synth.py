@@ -117,7 +117,7 @@ _FALLBACK = {
 }  # fmt: skip
 DEFAULT_METRICS = (
     "gpu_util", "sm_active", "tensor_active", "fb_used", "gpu_power", "gpu_temp", "mem_temp",
-    "xid_errors", "node_cpu_util", "node_mem_util", "ib_tx", "ib_rx", "server_power",
+    "xid_errors", "gpu_energy", "node_cpu_util", "node_mem_util", "ib_tx", "ib_rx", "server_power",
 )  # fmt: skip
 
 
@@ -533,10 +533,13 @@ def write_openmetrics(synth: SynthCluster, metrics: list[str], path: Path) -> Pa
             spec = synth.catalog[metric]
             values = synth.values(metric)
             if spec.per_gpu:
-                if not spec.exporter or spec.kind == "counter":
-                    continue  # a counter family needs a _total name in OpenMetrics; DCGM's have none
+                if not spec.exporter:
+                    continue
+                # OpenMetrics wants counters named *_total; DCGM's counters are not, so they are
+                # declared "unknown" (Prometheus stores them the same way).
+                kind = "unknown" if spec.kind == "counter" else "gauge"
                 out.write(
-                    f"# HELP {spec.exporter} {spec.name} ({spec.unit}).\n# TYPE {spec.exporter} gauge\n"
+                    f"# HELP {spec.exporter} {spec.name} ({spec.unit}).\n# TYPE {spec.exporter} {kind}\n"
                 )
                 strings = _exporter_value_strings(values, spec)
                 for g in range(synth.gpus):
