@@ -55,6 +55,19 @@ demo: setup
 	  echo "  ingest_job_traces $$day: $${state:-did not finish} (log: $$log)"; \
 	  if [ "$$state" != success ]; then tail -40 $$log; exit 1; fi; \
 	done
+	@echo "Nightly monitoring ingest of synthesized seren telemetry (1 node, 8 GPUs) for the same days"
+	@for day in $(DEMO_DAYS); do \
+	  log=$(AIRFLOW_HOME)/demo-metrics-$$day.log; \
+	  exported=$(AIRFLOW_HOME)/demo-telemetry/seren/$$day; \
+	  test -d $$exported || $(PY) -m acme synth-metrics --cluster seren --nodes 1 --start $$day \
+	    --format acmetrace-csv --seed 1 -o $$exported > /dev/null || exit 1; \
+	  $(VENV)/bin/airflow dags test ingest_metrics $$day \
+	    -c "{\"day\": \"$$day\", \"cluster\": \"seren\", \"source\": \"acmetrace-csv\", \"input\": \"$$exported\"}" \
+	    > $$log 2>&1; \
+	  state=$$(grep -o "DagRun Finished.*" $$log | grep -o "state=[a-z]*" | tail -1 | cut -d= -f2); \
+	  echo "  ingest_metrics $$day: $${state:-did not finish} (log: $$log)"; \
+	  if [ "$$state" != success ]; then tail -40 $$log; exit 1; fi; \
+	done
 	@$(PY) -m acme lake-summary --lake $(ACME_LAKE_URI)
 
 test: setup

@@ -19,23 +19,11 @@ exactly once, with its newest state.
 
 from __future__ import annotations
 
-from datetime import UTC, date, timedelta
-
 from airflow.sdk import CronDataIntervalTimetable, Param, dag, get_current_context, task
 
 from acme import config
 from acme_airflow.assets import JOB_TRACES
 from acme_airflow.defaults import DEFAULT_ARGS, Tag
-
-
-def _run_day(context) -> date:
-    """The UTC day this run is about: the `day` param, else the data interval, else yesterday."""
-    if context["params"].get("day"):
-        return date.fromisoformat(context["params"]["day"])
-    interval_start = context.get("data_interval_start")
-    if interval_start is not None:
-        return interval_start.astimezone(UTC).date()
-    return (context["dag_run"].run_after.astimezone(UTC) - timedelta(days=1)).date()
 
 
 @dag(
@@ -75,13 +63,14 @@ def ingest_job_traces():
     def plan_inputs() -> list[dict]:
         from acme.clusters import load_clusters
         from acme.ingest_jobs import plan_job_inputs
+        from acme_airflow.context import run_day
         from acme_airflow.failures import no_retry_for_bad_input
 
         context = get_current_context()
         params = context["params"]
         with no_retry_for_bad_input():
             return plan_job_inputs(
-                load_clusters(), _run_day(context), params["cluster"], params["source"], params.get("input")
+                load_clusters(), run_day(context), params["cluster"], params["source"], params.get("input")
             )
 
     @task(map_index_template="{{ planned['input']['cluster'] }}")

@@ -161,6 +161,12 @@ def _lake_summary(args: argparse.Namespace) -> dict | None:
         f"total: {summary['jobs']} jobs in {len(summary['partitions'])} partitions, "
         f"{summary['quarantined']} rows quarantined"
     )
+    if summary["metric_partitions"]:
+        days = ", ".join(f"{cluster} {day}" for cluster, day in summary["metric_days"])
+        print(
+            f"telemetry: {summary['metric_samples']} samples in {summary['metric_partitions']} metric "
+            f"partitions ({days}) under {summary['lake']}/metrics"
+        )
     return None
 
 

@@ -29,10 +29,24 @@ class JobSource:
         return self.input.format(ds=day.isoformat(), cluster=cluster, include=config.include_dir())
 
 
+METRIC_FORMATS = ("prometheus", "exporter-text", "acmetrace-csv")
+
+
+@dataclass(frozen=True)
+class MetricSource:
+    format: str
+    input: str  # Prometheus base URL, or a path/URL pattern with {ds}, {cluster}, {include}
+    step_s: int = 15
+
+    def input_for(self, cluster: str, day: date) -> str:
+        return self.input.format(ds=day.isoformat(), cluster=cluster, include=config.include_dir())
+
+
 @dataclass(frozen=True)
 class Cluster:
     name: str
     jobs: JobSource
+    metrics: MetricSource | None = None  # None: this cluster's telemetry is not ingested
 
 
 def load_clusters(path: Path | None = None) -> dict[str, Cluster]:
@@ -59,8 +73,28 @@ def _load(path: str) -> tuple[tuple[str, Cluster], ...]:
         jobs = (settings or {}).get("jobs")
         if not isinstance(jobs, dict):
             raise ConfigError(f"{where}: 'jobs' settings are missing")
-        loaded.append((name, Cluster(name, _job_source(jobs, where))))
+        metrics = (settings or {}).get("metrics")
+        loaded.append((name, Cluster(name, _job_source(jobs, where), _metric_source(metrics, where))))
     return tuple(loaded)
+
+
+def _metric_source(metrics: dict | None, where: str) -> MetricSource | None:
+    if metrics is None:
+        return None
+    if not isinstance(metrics, dict):
+        raise ConfigError(f"{where}: 'metrics' must be a mapping")
+    unknown = set(metrics) - {"format", "input", "step_s"}
+    if unknown:
+        raise ConfigError(f"{where}: unknown metrics settings {sorted(unknown)}")
+    fmt = metrics.get("format")
+    if fmt not in METRIC_FORMATS:
+        raise ConfigError(f"{where}: metrics.format must be one of {', '.join(METRIC_FORMATS)}, got {fmt!r}")
+    if not isinstance(metrics.get("input"), str) or not metrics["input"]:
+        raise ConfigError(f"{where}: metrics.input is missing")
+    step = metrics.get("step_s", 15)
+    if not isinstance(step, int) or step <= 0:
+        raise ConfigError(f"{where}: metrics.step_s must be a positive number of seconds, got {step!r}")
+    return MetricSource(fmt, metrics["input"], step)
 
 
 def _job_source(jobs: dict, where: str) -> JobSource:

@@ -244,7 +244,7 @@ def open_lake(uri: str | None = None, storage_options: dict[str, Any] | None = N
 
 
 def summarize_jobs(lake: Lake) -> dict[str, Any]:
-    """What the lake holds: rows per job partition and per quarantine file, and where."""
+    """What the lake holds: rows per job partition and per quarantine file, telemetry samples."""
     import pyarrow.parquet as pq
 
     def rows(key: str) -> int:
@@ -264,8 +264,16 @@ def summarize_jobs(lake: Lake) -> dict[str, Any]:
         for key in lake.list("quarantine/jobs")
         if key.endswith(".parquet")
     ]
+    metrics = [
+        {**partition_of(key), "rows": rows(key), "path": lake.url(key)}
+        for key in lake.list("metrics")
+        if key.endswith(".parquet")
+    ]
     return {
         "lake": lake.uri,
+        "metric_samples": sum(m["rows"] for m in metrics),
+        "metric_partitions": len(metrics),
+        "metric_days": sorted({(m["cluster"], m["date"]) for m in metrics}),
         "jobs": sum(p["rows"] for p in partitions),
         "quarantined": sum(q["rows"] for q in quarantine),
         "partitions": partitions,

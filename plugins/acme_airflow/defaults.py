@@ -17,4 +17,5 @@ DEFAULT_ARGS = {
 class Tag(StrEnum):
     INGEST = "ingest"
     JOBS = "jobs"
+    METRICS = "metrics"
     NIGHTLY = "nightly"

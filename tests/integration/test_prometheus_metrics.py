@@ -129,3 +129,16 @@ def test_an_unreachable_prometheus_is_a_clear_error_after_retries(tmp_path):
             Lake(str(tmp_path / "lake")), "prometheus", "seren", url, DAY,
             client_options={"max_attempts": 2, "backoff_s": 0.05, "timeout_s": 2},
         )  # fmt: skip
+
+
+@pytest.mark.airflow
+def test_the_nightly_metrics_dag_pulls_a_day_from_prometheus(prometheus, airflow_db, lake_dir):
+    from tests.dags.test_ingest_metrics import run_metrics_dag
+
+    assert run_metrics_dag(cluster="seren", source="prometheus", input=prometheus["url"]).state == "success"
+    stored = sorted(
+        p.parent.parent.parent.name for p in lake_dir.glob("metrics/*/cluster=seren/date=*/*.parquet")
+    )
+    assert {"metric=gpu_util", "metric=sm_active", "metric=node_cpu_util", "metric=server_power"} <= set(
+        stored
+    )

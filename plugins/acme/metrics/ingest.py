@@ -29,12 +29,13 @@ from datetime import date
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from acme.errors import InputError
+from acme.errors import ConfigError, InputError
 from acme.metrics.validate import MetricsThresholdError
 
 if TYPE_CHECKING:
     import pandas as pd
 
+    from acme.clusters import Cluster
     from acme.lake import Lake
     from acme.metrics.catalog import Catalog
     from acme.metrics.storage import Samples
@@ -314,3 +315,54 @@ def read_samples_frame(
 
     samples: Samples = read_samples(lake, metric, cluster, day)
     return samples.to_frame(cluster, unit or load_catalog()[metric].unit)
+
+
+def plan_metric_inputs(
+    clusters: dict[str, Cluster],
+    day: date,
+    cluster: str = "all",
+    source: str = "configured",
+    input_uri: str | None = None,
+) -> list[dict[str, Any]]:
+    """One dict per selected cluster: cluster, format, input, day, step_s.
+
+    ``source`` other than ``configured`` reads ``input_uri`` in that format (a manual run over
+    an exported file); clusters without a metrics source are skipped unless asked for by name.
+    """
+    from acme.clusters import METRIC_FORMATS
+
+    if cluster != "all" and cluster not in clusters:
+        raise ConfigError(f"unknown cluster {cluster!r}; configured: {', '.join(sorted(clusters))}")
+    if source != "configured" and source not in METRIC_FORMATS:
+        raise ConfigError(
+            f"unknown source {source!r}; expected configured or one of {', '.join(METRIC_FORMATS)}"
+        )
+    if source != "configured" and not input_uri:
+        raise ConfigError(f"source {source!r} was asked for: give the input location too")
+    planned = []
+    for name in sorted(clusters) if cluster == "all" else [cluster]:
+        configured = clusters[name].metrics
+        if source != "configured":
+            step = configured.step_s if configured else 15
+            planned.append(
+                {
+                    "cluster": name,
+                    "format": source,
+                    "input": input_uri,
+                    "day": day.isoformat(),
+                    "step_s": step,
+                }
+            )
+        elif configured is not None:
+            planned.append(
+                {
+                    "cluster": name,
+                    "format": configured.format,
+                    "input": input_uri or configured.input_for(name, day),
+                    "day": day.isoformat(),
+                    "step_s": configured.step_s,
+                }
+            )
+        elif cluster != "all":
+            raise ConfigError(f"cluster {name!r} has no metrics source in the cluster configuration")
+    return planned

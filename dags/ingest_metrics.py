@@ -1,0 +1,96 @@
+"""
+### Nightly monitoring ingest
+
+For each cluster with a `metrics` source in `include/config/clusters.yaml` and the run's UTC
+day: pull the day's GPU, node and power telemetry (Prometheus `query_range` at the scrape
+step, split under the per-series point limit and retried with backoff; or dcgm-exporter
+scrape files; or AcmeTrace wide CSVs), validate it (ranges, NaN/Inf, duplicates, order,
+counter resets, coverage, stale devices), store it compactly per metric and day, roll it up
+(per-GPU 5-minute aggregates, mergeable daily histograms) and update the `acme_metrics` Asset.
+
+A metric that fails its coverage or quarantine threshold is not published and fails the run
+with its name; re-runs replace the day's partitions. Clusters without a metrics source are
+skipped.
+
+**Manual runs**: `day`, optionally `cluster`, and `source` + `input` to read an exported file.
+**Backfill**: `airflow backfill create --dag-id ingest_metrics --from-date … --to-date …`.
+"""
+
+from __future__ import annotations
+
+from airflow.sdk import CronDataIntervalTimetable, Param, dag, get_current_context, task
+
+from acme import config
+from acme_airflow.assets import METRICS
+from acme_airflow.defaults import DEFAULT_ARGS, Tag
+
+
+@dag(
+    dag_id="ingest_metrics",
+    schedule=CronDataIntervalTimetable("@daily", timezone="UTC"),
+    start_date=config.start_date(),
+    catchup=config.catchup(),
+    max_active_runs=config.max_active_runs(),
+    default_args=DEFAULT_ARGS,
+    tags=[Tag.INGEST, Tag.METRICS, Tag.NIGHTLY],
+    doc_md=__doc__,
+    params={
+        "cluster": Param("all", type="string", title="Cluster", description="A configured cluster, or all."),
+        "source": Param(
+            "configured",
+            enum=["configured", "prometheus", "exporter-text", "acmetrace-csv"],
+            title="Source format",
+            description="configured = each cluster's own source; otherwise read `input` in this format.",
+        ),
+        "day": Param(
+            None,
+            type=["null", "string"],
+            format="date",
+            title="Day (UTC)",
+            description="Empty = the run's data interval (or yesterday for a manual run).",
+        ),
+        "input": Param(
+            None,
+            type=["null", "string"],
+            title="Input location",
+            description="Prometheus URL, file or folder to ingest instead of the configured one.",
+        ),
+    },
+)
+def ingest_metrics():
+    @task
+    def plan_inputs() -> list[dict]:
+        from acme.clusters import load_clusters
+        from acme.metrics.ingest import plan_metric_inputs
+        from acme_airflow.context import run_day
+        from acme_airflow.failures import no_retry_for_bad_input
+
+        context = get_current_context()
+        params = context["params"]
+        with no_retry_for_bad_input():
+            return plan_metric_inputs(
+                load_clusters(), run_day(context), params["cluster"], params["source"], params.get("input")
+            )
+
+    @task(outlets=[METRICS], map_index_template="{{ planned['cluster'] }}")
+    def ingest(planned: dict) -> dict:
+        from acme.metrics.ingest import ingest_metrics_file
+        from acme_airflow.failures import no_retry_for_bad_input
+        from acme_airflow.lake import task_lake
+
+        with no_retry_for_bad_input():
+            summary = ingest_metrics_file(
+                task_lake(), planned["format"], planned["cluster"], planned["input"], planned["day"],
+                step_s=planned["step_s"],
+            )  # fmt: skip
+        manifest = {
+            key: summary[key] for key in ("cluster", "day", "samples", "series", "quarantined", "metrics")
+        }
+        manifest["partitions"] = summary["partitions"]
+        get_current_context()["outlet_events"][METRICS].extra = manifest
+        return manifest
+
+    ingest.expand(planned=plan_inputs())
+
+
+ingest_metrics()
