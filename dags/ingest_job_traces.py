@@ -19,11 +19,13 @@ exactly once, with its newest state.
 
 from __future__ import annotations
 
-from airflow.sdk import CronDataIntervalTimetable, Param, dag, get_current_context, task
+from airflow.sdk import CronDataIntervalTimetable, dag, get_current_context, task
 
 from acme import config
+from acme.schema import SOURCES
 from acme_airflow.assets import JOB_TRACES
 from acme_airflow.defaults import DEFAULT_ARGS, Tag
+from acme_airflow.params import manual_run_params
 
 
 @dag(
@@ -35,28 +37,7 @@ from acme_airflow.defaults import DEFAULT_ARGS, Tag
     default_args=DEFAULT_ARGS,
     tags=[Tag.INGEST, Tag.JOBS, Tag.NIGHTLY],
     doc_md=__doc__,
-    params={
-        "cluster": Param("all", type="string", title="Cluster", description="A configured cluster, or all."),
-        "source": Param(
-            "configured",
-            enum=["configured", "acmetrace", "sacct", "k8s"],
-            title="Source format",
-            description="configured = each cluster's own source; otherwise read `input` in this format.",
-        ),
-        "day": Param(
-            None,
-            type=["null", "string"],
-            format="date",
-            title="Day (UTC)",
-            description="Empty = the run's data interval (or yesterday for a manual run).",
-        ),
-        "input": Param(
-            None,
-            type=["null", "string"],
-            title="Input location",
-            description="Path or URL of a file to ingest instead of the configured one.",
-        ),
-    },
+    params=manual_run_params(list(SOURCES), "Path or URL of a file to ingest instead of the configured one."),
 )
 def ingest_job_traces():
     @task

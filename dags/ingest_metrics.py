@@ -18,11 +18,13 @@ skipped.
 
 from __future__ import annotations
 
-from airflow.sdk import CronDataIntervalTimetable, Param, dag, get_current_context, task
+from airflow.sdk import CronDataIntervalTimetable, dag, get_current_context, task
 
 from acme import config
+from acme.clusters import METRIC_FORMATS
 from acme_airflow.assets import METRICS
 from acme_airflow.defaults import DEFAULT_ARGS, Tag
+from acme_airflow.params import manual_run_params
 
 
 @dag(
@@ -34,28 +36,10 @@ from acme_airflow.defaults import DEFAULT_ARGS, Tag
     default_args=DEFAULT_ARGS,
     tags=[Tag.INGEST, Tag.METRICS, Tag.NIGHTLY],
     doc_md=__doc__,
-    params={
-        "cluster": Param("all", type="string", title="Cluster", description="A configured cluster, or all."),
-        "source": Param(
-            "configured",
-            enum=["configured", "prometheus", "exporter-text", "acmetrace-csv"],
-            title="Source format",
-            description="configured = each cluster's own source; otherwise read `input` in this format.",
-        ),
-        "day": Param(
-            None,
-            type=["null", "string"],
-            format="date",
-            title="Day (UTC)",
-            description="Empty = the run's data interval (or yesterday for a manual run).",
-        ),
-        "input": Param(
-            None,
-            type=["null", "string"],
-            title="Input location",
-            description="Prometheus URL, file or folder to ingest instead of the configured one.",
-        ),
-    },
+    params=manual_run_params(
+        list(METRIC_FORMATS),
+        "Prometheus URL, file or folder to ingest instead of the configured one.",
+    ),
 )
 def ingest_metrics():
     @task

@@ -49,6 +49,20 @@ class Cluster:
     metrics: MetricSource | None = None  # None: this cluster's telemetry is not ingested
 
 
+def selected_clusters(
+    clusters: dict[str, Cluster], cluster: str, source: str, formats: tuple[str, ...], input_uri: str | None
+) -> list[str]:
+    """The cluster names a run covers, after checking its Params (``all`` or one name; a
+    ``source`` other than ``configured`` must be one of ``formats`` and come with an input)."""
+    if cluster != "all" and cluster not in clusters:
+        raise ConfigError(f"unknown cluster {cluster!r}; configured: {', '.join(sorted(clusters))}")
+    if source != "configured" and source not in formats:
+        raise ConfigError(f"unknown source {source!r}; expected configured or one of {', '.join(formats)}")
+    if source != "configured" and not input_uri:
+        raise ConfigError(f"source {source!r} was asked for: give the input location too")
+    return sorted(clusters) if cluster == "all" else [cluster]
+
+
 def load_clusters(path: Path | None = None) -> dict[str, Cluster]:
     """All configured clusters, validated (a clear ConfigError for any mistake)."""
     return dict(_load(str(path or config.clusters_file())))

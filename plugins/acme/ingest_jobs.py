@@ -82,16 +82,10 @@ def plan_job_inputs(
     ``source`` other than ``configured`` overrides the cluster's format (with ``input_uri``
     giving the location), for manual runs over a file someone exported by hand.
     """
-    from acme.errors import ConfigError
+    from acme.clusters import selected_clusters
 
-    if cluster != "all" and cluster not in clusters:
-        raise ConfigError(f"unknown cluster {cluster!r}; configured: {', '.join(sorted(clusters))}")
-    if source != "configured" and source not in FORMATS:
-        raise ConfigError(f"unknown source {source!r}; expected configured or one of {', '.join(FORMATS)}")
-    if source != "configured" and not input_uri:
-        raise ConfigError(f"source {source!r} was asked for: give the input location too")
     planned = []
-    for name in sorted(clusters) if cluster == "all" else [cluster]:
+    for name in selected_clusters(clusters, cluster, source, FORMATS, input_uri):
         jobs = clusters[name].jobs
         fmt = jobs.format if source == "configured" else source
         live = jobs.command if (jobs.command and not input_uri and fmt == "sacct") else None

@@ -329,18 +329,10 @@ def plan_metric_inputs(
     ``source`` other than ``configured`` reads ``input_uri`` in that format (a manual run over
     an exported file); clusters without a metrics source are skipped unless asked for by name.
     """
-    from acme.clusters import METRIC_FORMATS
+    from acme.clusters import METRIC_FORMATS, selected_clusters
 
-    if cluster != "all" and cluster not in clusters:
-        raise ConfigError(f"unknown cluster {cluster!r}; configured: {', '.join(sorted(clusters))}")
-    if source != "configured" and source not in METRIC_FORMATS:
-        raise ConfigError(
-            f"unknown source {source!r}; expected configured or one of {', '.join(METRIC_FORMATS)}"
-        )
-    if source != "configured" and not input_uri:
-        raise ConfigError(f"source {source!r} was asked for: give the input location too")
     planned = []
-    for name in sorted(clusters) if cluster == "all" else [cluster]:
+    for name in selected_clusters(clusters, cluster, source, METRIC_FORMATS, input_uri):
         configured = clusters[name].metrics
         if source != "configured":
             step = configured.step_s if configured else 15

@@ -1,0 +1,63 @@
+"""Cluster configuration and the clusters a run covers."""
+
+from __future__ import annotations
+
+import pytest
+
+from acme.clusters import METRIC_FORMATS, load_clusters, selected_clusters
+from acme.errors import ConfigError
+from acme.ingest_jobs import plan_job_inputs
+from acme.metrics.ingest import plan_metric_inputs
+from acme.schema import SOURCES
+
+
+def test_the_bundled_configuration_loads():
+    clusters = load_clusters()
+    assert set(clusters) == {"seren", "kalos"}
+    assert all(c.jobs.format == "acmetrace" and c.metrics is None for c in clusters.values())
+
+
+def test_a_run_selects_all_or_one_cluster_and_refuses_bad_params():
+    clusters = load_clusters()
+    assert selected_clusters(clusters, "all", "configured", SOURCES, None) == ["kalos", "seren"]
+    assert selected_clusters(clusters, "seren", "sacct", SOURCES, "/x.txt") == ["seren"]
+    with pytest.raises(ConfigError, match="unknown cluster 'helios'; configured: kalos, seren"):
+        selected_clusters(clusters, "helios", "configured", SOURCES, None)
+    with pytest.raises(ConfigError, match="unknown source 'slurm'"):
+        selected_clusters(clusters, "all", "slurm", SOURCES, "/x")
+    with pytest.raises(ConfigError, match="give the input location too"):
+        selected_clusters(clusters, "all", "k8s", SOURCES, None)
+
+
+def test_job_and_metric_plans_use_the_same_selection(tmp_path):
+    from datetime import date
+
+    clusters = load_clusters()
+    jobs = plan_job_inputs(clusters, date(2023, 7, 1))
+    assert [p["input"]["cluster"] for p in jobs] == ["kalos", "seren"]
+    assert jobs[1]["input"]["uri"].endswith("sample_data/jobs/seren/2023-07-01.csv")
+    assert plan_metric_inputs(clusters, date(2023, 7, 1)) == []  # no metrics source configured
+    manual = plan_metric_inputs(clusters, date(2023, 7, 1), "kalos", "exporter-text", "/exports/k.prom")
+    assert manual == [
+        {
+            "cluster": "kalos",
+            "format": "exporter-text",
+            "input": "/exports/k.prom",
+            "day": "2023-07-01",
+            "step_s": 15,
+        }
+    ]
+    with pytest.raises(ConfigError, match="kalos' has no metrics source"):
+        plan_metric_inputs(clusters, date(2023, 7, 1), "kalos")
+    with pytest.raises(ConfigError, match="unknown source 'csv'"):
+        plan_metric_inputs(clusters, date(2023, 7, 1), "all", "csv", "/x")
+    assert "acmetrace-csv" in METRIC_FORMATS
+
+
+def test_configuration_errors_name_the_file_and_cluster(tmp_path):
+    bad = tmp_path / "clusters.yaml"
+    bad.write_text(
+        "clusters:\n  seren:\n    jobs: {format: acmetrace, input: x}\n    metrics: {format: csv, input: y}\n"
+    )
+    with pytest.raises(ConfigError, match=r"clusters.yaml: cluster 'seren': metrics.format must be one of"):
+        load_clusters(bad)
