@@ -81,7 +81,6 @@ def test_a_bad_input_fails_the_run_keeps_its_quarantine_and_publishes_nothing(ai
 
 @pytest.mark.integration
 def test_the_same_dag_writes_to_s3_through_an_airflow_connection(airflow_db, monkeypatch, tmp_path):
-    pytest.importorskip("moto")
     import json
 
     from tests.integration.conftest import start_s3_server
