@@ -12,14 +12,15 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 SHARED_REFERENCE = ROOT.parent / "shared" / "reference"
 
-os.environ["AIRFLOW_HOME"] = str(ROOT / ".airflow-test")
+# ACME_TEST_AIRFLOW_HOME lets parallel test sessions keep separate metadata DBs.
+os.environ["AIRFLOW_HOME"] = os.environ.get("ACME_TEST_AIRFLOW_HOME") or str(ROOT / ".airflow-test")
 os.environ["AIRFLOW__CORE__DAGS_FOLDER"] = str(ROOT / "dags")
 os.environ["AIRFLOW__CORE__PLUGINS_FOLDER"] = str(ROOT / "plugins")
 os.environ["AIRFLOW__CORE__LOAD_EXAMPLES"] = "False"
 os.environ["AIRFLOW__CORE__PARALLELISM"] = "2"
 os.environ["GX_ANALYTICS_ENABLED"] = "false"
 # Tests must never write into the demo lake.
-os.environ["ACME_LAKE_URI"] = str(ROOT / ".airflow-test" / "lake-must-be-overridden")
+os.environ["ACME_LAKE_URI"] = str(Path(os.environ["AIRFLOW_HOME"]) / "lake-must-be-overridden")
 
 
 @pytest.fixture(scope="session")
