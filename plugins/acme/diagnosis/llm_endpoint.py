@@ -1,0 +1,215 @@
+"""Where the language model is and how patiently to call it: an OpenAI-compatible chat endpoint.
+
+Any server speaking the OpenAI chat-completions protocol works (OpenAI, vLLM, LMDeploy, llama.cpp...).
+The ``openai`` client is used with its own retries switched off (``max_retries=0``) so that the retry
+policy is this module's, explicit and tested:
+
+* timeouts, connection errors, HTTP 408, 429 and 5xx are retried up to ``max_retries`` times with
+  exponential backoff and jitter (``backoff_base_s * 2**attempt``, capped at ``backoff_max_s``, times a
+  random factor in [0.5, 1]);
+* a ``Retry-After`` (or ``retry-after-ms``) header is honoured: the wait is at least what the server asked,
+  and a server asking for more than ``max_retry_after_s`` is given up on at once rather than stalling a task;
+* any other HTTP error (400, 401, 404...) is not retried;
+* when the retries are used up, :class:`AgentUnavailable` says why -- the caller then falls back to the
+  offline diagnosis.
+
+The API key never appears in a repr, a log message or an exception text.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import logging
+import os
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from acme.errors import AcmeError, ConfigError
+
+log = logging.getLogger(__name__)
+
+_RETRIED_STATUS = {408, 429}
+
+
+class AgentUnavailable(AcmeError):
+    """The language model could not give a usable answer (unreachable, overloaded, or invalid answers)."""
+
+    def __init__(self, why: str):
+        self.why = why
+        super().__init__(why)
+
+
+def _env(name: str) -> str:
+    return os.environ.get(name, "").strip()
+
+
+def _env_number(name: str, default: float, *, minimum: float, integer: bool = False) -> float:
+    raw = _env(name)
+    if not raw:
+        return default
+    try:
+        value = int(raw) if integer else float(raw)
+    except ValueError as exc:
+        kind = "an integer" if integer else "a number"
+        raise ConfigError(f"{name}={raw!r} is not {kind}") from exc
+    if value < minimum:
+        raise ConfigError(f"{name}={raw!r} must be at least {minimum}")
+    return value
+
+
+@dataclass(frozen=True)
+class LLMEndpoint:
+    """An OpenAI-compatible chat endpoint and the retry policy used with it."""
+
+    base_url: str
+    model: str
+    api_key: str = field(default="", repr=False)
+    timeout_s: float = 60.0
+    max_retries: int = 3
+    backoff_base_s: float = 1.0
+    backoff_max_s: float = 30.0
+    max_retry_after_s: float = 120.0
+
+    def __post_init__(self) -> None:
+        if not self.base_url.startswith(("http://", "https://")):
+            raise ConfigError(f"LLM base URL {self.base_url!r} must start with http:// or https://")
+        if not self.model:
+            raise ConfigError(f"LLM endpoint {self.base_url}: no model name given")
+        if self.timeout_s <= 0 or self.max_retries < 0 or self.backoff_base_s < 0:
+            raise ConfigError(f"LLM endpoint {self.base_url}: timeout must be > 0, retries and backoff >= 0")
+
+    @classmethod
+    def from_env(cls) -> LLMEndpoint | None:
+        """``ACME_LLM_BASE_URL`` (None when unset: the offline default), ``ACME_LLM_MODEL``,
+        ``ACME_LLM_API_KEY``, ``ACME_LLM_TIMEOUT_S`` (60), ``ACME_LLM_MAX_RETRIES`` (3),
+        ``ACME_LLM_BACKOFF_S`` (1), ``ACME_LLM_MAX_RETRY_AFTER_S`` (120)."""
+        base_url = _env("ACME_LLM_BASE_URL")
+        if not base_url:
+            return None
+        model = _env("ACME_LLM_MODEL")
+        if not model:
+            raise ConfigError("ACME_LLM_MODEL must name the model when ACME_LLM_BASE_URL is set")
+        return cls(
+            base_url=base_url,
+            model=model,
+            api_key=_env("ACME_LLM_API_KEY"),
+            timeout_s=_env_number("ACME_LLM_TIMEOUT_S", 60.0, minimum=0.001),
+            max_retries=int(_env_number("ACME_LLM_MAX_RETRIES", 3, minimum=0, integer=True)),
+            backoff_base_s=_env_number("ACME_LLM_BACKOFF_S", 1.0, minimum=0.0),
+            max_retry_after_s=_env_number("ACME_LLM_MAX_RETRY_AFTER_S", 120.0, minimum=0.0),
+        )
+
+    def client(self) -> Any:
+        """An ``openai.OpenAI`` client for this endpoint, with the client's own retries off."""
+        import openai
+
+        # Servers without authentication (a local vLLM) still need some key for the client to start.
+        return openai.OpenAI(
+            base_url=self.base_url,
+            api_key=self.api_key or "no-key",
+            timeout=self.timeout_s,
+            max_retries=0,
+        )
+
+    def backoff_s(self, attempt: int, rng: Callable[[], float] = random.random) -> float:
+        """Wait before retry number ``attempt`` (0-based): exponential, capped, with jitter."""
+        return min(self.backoff_max_s, self.backoff_base_s * 2**attempt) * (0.5 + rng() / 2)
+
+
+def retry_after_s(headers: Any) -> float | None:
+    """Seconds a server asked to wait (``retry-after-ms``, or ``Retry-After`` in seconds or as a date)."""
+    if headers is None:
+        return None
+    millis = headers.get("retry-after-ms")
+    if millis:
+        try:
+            return max(0.0, float(millis) / 1000)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+def _classify(exc: Exception) -> tuple[bool, str, float | None]:
+    """(retry?, short description, Retry-After seconds) for an exception raised by the openai client."""
+    import openai
+
+    if isinstance(exc, openai.APITimeoutError):
+        return True, "timed out", None
+    if isinstance(exc, openai.APIConnectionError):
+        return True, f"connection failed ({type(exc.__cause__ or exc).__name__})", None
+    if isinstance(exc, openai.APIStatusError):
+        status = exc.status_code
+        wait = retry_after_s(getattr(exc.response, "headers", None))
+        return status in _RETRIED_STATUS or status >= 500, f"HTTP {status}", wait
+    return False, type(exc).__name__, None
+
+
+def chat_completion(
+    endpoint: LLMEndpoint,
+    messages: list[dict[str, str]],
+    *,
+    temperature: float,
+    max_tokens: int,
+    json_mode: bool = True,
+    client: Any = None,
+    sleep: Callable[[float], None] = time.sleep,
+) -> str:
+    """The text of the first choice of one chat completion, retried per the module's policy.
+
+    Raises :class:`AgentUnavailable` when every attempt failed. An empty or cut-off answer is returned as
+    is (possibly ``""``): judging its content is the caller's job.
+    """
+    import openai
+
+    client = client if client is not None else endpoint.client()
+    kwargs: dict[str, Any] = {"model": endpoint.model, "messages": messages, "temperature": temperature}
+    kwargs["max_tokens"] = max_tokens
+    if json_mode:
+        kwargs["response_format"] = {"type": "json_object"}
+    failures: list[str] = []
+    for attempt in range(endpoint.max_retries + 1):
+        try:
+            completion = client.chat.completions.create(**kwargs)
+        except openai.OpenAIError as exc:
+            retry, what, wait = _classify(exc)
+            failures.append(what)
+            if not retry:
+                raise AgentUnavailable(f"{endpoint.base_url}: {what}, not retried") from exc
+            if attempt == endpoint.max_retries:
+                break
+            if wait is not None and wait > endpoint.max_retry_after_s:
+                raise AgentUnavailable(
+                    f"{endpoint.base_url}: {what}, server asked to wait {wait:.0f} s "
+                    f"(more than the {endpoint.max_retry_after_s:.0f} s allowed)"
+                ) from exc
+            delay = max(wait or 0.0, endpoint.backoff_s(attempt))
+            log.warning(
+                "LLM endpoint %s: %s; retry %d/%d in %.2f s",
+                endpoint.base_url,
+                what,
+                attempt + 1,
+                endpoint.max_retries,
+                delay,
+            )
+            sleep(delay)
+            continue
+        choices = getattr(completion, "choices", None) or []
+        if not choices:
+            return ""
+        return choices[0].message.content or ""
+    attempts = f"{len(failures)} attempt{'s' if len(failures) != 1 else ''}"
+    raise AgentUnavailable(f"{endpoint.base_url}: {attempts} failed ({', '.join(failures)})")

@@ -1,0 +1,1 @@
+"""Loopback fakes of external services (OpenAI-compatible LLM, Kubernetes API) that tests start and stop."""
