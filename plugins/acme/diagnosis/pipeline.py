@@ -1,0 +1,391 @@
+"""The diagnosis of one failed job, end to end: locate its log, compress, rules, retrieval, LLM, learn, store.
+
+Order, stopping at the first confident answer (``ACME_DIAGNOSIS_MIN_CONFIDENCE``, 0.7):
+
+1. **Locate** the job's log files with ``ACME_DIAGNOSIS_LOG_PATTERN`` (default
+   ``{lake}/logs/cluster={cluster}/job={job_id}/*.log*``), or at the location a manual run gives, which
+   must lie under ``ACME_DIAGNOSIS_LOG_ROOT`` (default ``{lake}/logs``): ``..`` and absolute paths outside
+   it are refused. Local and object-store logs (plain or ``.gz``) stream through fsspec.
+2. **Compress** with the job family's stored filter rules first, then the bundled ones.
+3. **Rules**: the bundled rules plus those learned before (``acme.diagnosis.learning``).
+4. **Retrieval**: the nearest past cases are always looked up (they are shown as similar cases). When the
+   rules are not confident their similarity-weighted vote decides if no rule matched at all, and otherwise
+   can only confirm the rule's reason (raising its confidence): a past case never overrules a rule.
+5. **LLM agent**, only when still not confident and an endpoint is configured. When it is unavailable
+   the diagnosis falls back to retrieval (or the rules) and the record's note says so.
+6. **Learning**: a confident agent answer with a signature regex may become a rule.
+7. **Store**: a confident rule or agent diagnosis becomes a case of the vector store (retrieval's own
+   answers do not, so retrieval never feeds on itself).
+
+No log, no rule match, no similar case and no agent give ``Unknown`` with source ``none``: never a guess.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import os
+import re
+from collections.abc import Iterable, Iterator
+from datetime import UTC, date, datetime
+from typing import TYPE_CHECKING, Any
+
+from acme.diagnosis.records import DiagnosisRecord
+from acme.diagnosis.routing import Route, route
+from acme.errors import InputError
+
+if TYPE_CHECKING:
+    from acme.diagnosis.compress import CompressedLog
+    from acme.diagnosis.rules import Diagnosis, Rule
+    from acme.lake import Lake
+
+__all__ = ["CONFIGURED_AGENT", "DiagnosisRecord", "Route", "diagnose_job", "diagnose_log_lines", "route"]
+
+CONFIGURED_AGENT = "configured"  # use FailureAgent.from_config() (None when no endpoint is configured)
+_MAX_EVIDENCE = 5
+_SAFE_JOB_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@+-]*$")
+_GLOB_CHARS = ("*", "?", "[")
+
+
+# ------------------------------------------------------------------------------------------ locating logs
+def _is_url(text: str) -> bool:
+    return "://" in text and not text.startswith("file://")
+
+
+def _local(text: str) -> str:
+    return text[len("file://") :] if text.startswith("file://") else text
+
+
+def _inside(candidate: str, root: str) -> bool:
+    if _is_url(root) or _is_url(candidate):
+        root = root.rstrip("/")
+        return candidate.rstrip("/") == root or candidate.startswith(root + "/")
+    real_root = os.path.realpath(_local(root))
+    real = os.path.realpath(_local(candidate))
+    return real == real_root or real.startswith(real_root.rstrip(os.sep) + os.sep)
+
+
+def resolve_log_location(location: str, root: str) -> str:
+    """A log location from a manual run's Params, made absolute under ``root``; anything leaving it raises."""
+    if not isinstance(location, str) or not location.strip() or "\x00" in location:
+        raise InputError(repr(location), "log location is empty or not text")
+    location = location.strip()
+    if ".." in re.split(r"[/\\]", location):
+        raise InputError(location, "log location may not contain '..'")
+    if _is_url(location) or location.startswith(("/", "file://")):
+        candidate = location
+    else:
+        candidate = f"{root.rstrip('/')}/{location}"
+    if not _inside(candidate, root):
+        raise InputError(location, f"log location is outside the log root {root}")
+    return candidate
+
+
+def _fs_for(url: str, lake: Lake) -> tuple[Any, str]:
+    if url.startswith(lake.uri + "/"):
+        return lake.fs, lake.path(url[len(lake.uri) + 1 :])
+    import fsspec
+
+    return fsspec.core.url_to_fs(url)
+
+
+def safe_job_id(job_id: Any) -> str:
+    """A job id fit to be a path component (ids come from data: '../x' must not move the log search)."""
+    text = str(job_id or "")
+    if not _SAFE_JOB_ID_RE.match(text):
+        raise InputError(f"job {text!r}", "job id cannot name a log path (letters, digits, ._:@+- only)")
+    return text
+
+
+def locate_logs(
+    lake: Lake, cluster: str, job: dict[str, Any], location: str | None = None, day: date | None = None
+) -> tuple[list[tuple[Any, str]], str]:
+    """The job's log files as ``(filesystem, path)`` pairs in name order, and the pattern searched."""
+    from acme.diagnosis import settings
+
+    root = settings.log_root().format(lake=lake.uri)
+    if location:
+        pattern = resolve_log_location(location, root)
+    else:
+        pattern = settings.log_pattern().format(
+            lake=lake.uri,
+            cluster=cluster,
+            job_id=safe_job_id(job.get("job_id")),
+            date=(day or job_submit_day(job)).isoformat(),
+        )
+    fs, path = _fs_for(pattern, lake)
+    if any(char in path for char in _GLOB_CHARS):
+        found = sorted(fs.glob(path))
+    else:
+        found = [path] if fs.exists(path) else []
+    files = [p for p in found if fs.isfile(p)]
+    if location:
+        escaped = [p for p in files if fs is lake.fs and lake.is_local and not _inside(p, _local(root))]
+        if escaped:
+            raise InputError(location, f"log location leads outside the log root {root} (via a link)")
+        if not files:
+            raise InputError(location, "no log file found at this location")
+    return [(fs, p) for p in files], pattern
+
+
+def read_log_lines(files: list[tuple[Any, str]]) -> Iterator[str]:
+    """The lines of the log files one after another, streamed (plain or gzip), undecodable bytes replaced."""
+    for fs, path in files:
+        with fs.open(path, "rb") as raw:
+            stream = gzip.GzipFile(fileobj=raw) if path.endswith(".gz") else raw
+            try:
+                yield from io.TextIOWrapper(stream, encoding="utf-8", errors="replace", newline="\n")
+            except (OSError, EOFError) as exc:
+                raise InputError(path, f"cannot read log: {exc}") from exc
+
+
+# ------------------------------------------------------------------------------------------ job metadata
+def job_submit_day(job: dict[str, Any] | None, default: date | None = None) -> date:
+    """The UTC day the job was submitted (its record's partition); ``default`` or today if unknown."""
+    job = job or {}
+    value = job.get("submit_time") or job.get("date")
+    if isinstance(value, datetime):
+        return (value.astimezone(UTC) if value.tzinfo else value).date()
+    if isinstance(value, date):
+        return value
+    if isinstance(value, str) and value:
+        try:
+            parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError as exc:
+            raise InputError(f"job {job.get('job_id')}", f"submit_time {value!r} is not an ISO time") from exc
+        return (parsed.astimezone(UTC) if parsed.tzinfo else parsed).date()
+    return default or datetime.now(UTC).date()
+
+
+def json_safe_job(job: dict[str, Any] | None) -> dict[str, Any]:
+    """Job metadata with times as ISO text and missing values as None (for XCom, prompts and messages)."""
+    out: dict[str, Any] = {}
+    for key, value in (job or {}).items():
+        if hasattr(value, "isoformat"):
+            value = value.isoformat()
+        elif value is not None and not isinstance(value, (str, int, float, bool)):
+            value = str(value)
+        if isinstance(value, float) and value != value:  # NaN
+            value = None
+        out[key] = value
+    return out
+
+
+# ------------------------------------------------------------------------------------------ diagnosis
+def _agent_for(agent: Any) -> Any:
+    if agent != CONFIGURED_AGENT:
+        return agent
+    from acme.diagnosis.llm_agent import FailureAgent
+
+    return FailureAgent.from_config()
+
+
+def _mitigation_for(reason: str, rules: list[Rule]) -> str | None:
+    return next((r.mitigation for r in rules if r.reason == reason), None)
+
+
+def _evidence(lines: list[tuple[int, str]]) -> list[dict[str, Any]]:
+    from acme.diagnosis.rules import redact
+
+    return [{"line": n, "text": redact(t)[:500]} for n, t in lines[:_MAX_EVIDENCE]]
+
+
+def _from_rule(diagnosis: Diagnosis) -> dict[str, Any]:
+    return {
+        "source": "rule",
+        "reason": diagnosis.reason,
+        "category": diagnosis.category,
+        "attribution": diagnosis.attribution,
+        "confidence": float(diagnosis.confidence),
+        "mitigation": diagnosis.mitigation,
+        "rule_id": diagnosis.rule_id,
+        "rule_version": diagnosis.rule_version,
+        "evidence": diagnosis.evidence,
+    }
+
+
+def _from_vote(voted: Any, signature_lines: list[tuple[int, str]], rules: list[Rule]) -> dict[str, Any]:
+    from acme.diagnosis.retrieval import decisive_lines
+
+    return {
+        "source": "retrieval",
+        "reason": voted.reason,
+        "category": voted.category,
+        "attribution": voted.attribution,
+        "confidence": float(voted.confidence),
+        "mitigation": _mitigation_for(voted.reason, rules),
+        "rule_id": None,
+        "rule_version": None,
+        "evidence": _evidence(decisive_lines(signature_lines, rules)),
+    }
+
+
+def _from_answer(answer: Any, compressed: CompressedLog, fallback: list[tuple[int, str]]) -> dict[str, Any]:
+    by_line = {k.line: k.text for k in compressed.lines}
+    cited = [(n, by_line[n]) for n in answer.evidence_lines if n in by_line]
+    return {
+        "source": "llm",
+        "reason": answer.reason,
+        "category": answer.category,
+        "attribution": answer.attribution,
+        "confidence": float(answer.confidence),
+        "mitigation": answer.mitigation or None,
+        "rule_id": None,
+        "rule_version": None,
+        "evidence": _evidence(cited or fallback),
+    }
+
+
+def _weigh_vote(
+    voted: Any, candidates: list[dict[str, Any]], signature_lines: list[tuple[int, str]], rules: list[Rule]
+) -> list[str]:
+    """Let the similar cases' vote decide when no rule matched; when a rule did (weakly), the vote can only
+    confirm it (raising its confidence) -- a past case never overrules a matching rule, it is noted."""
+    if voted is None:
+        return []
+    ruled = next((c for c in candidates if c["source"] == "rule"), None)
+    if ruled is None:
+        candidates.append(_from_vote(voted, signature_lines, rules))
+        return []
+    if voted.reason == ruled["reason"]:
+        ruled["confidence"] = max(ruled["confidence"], float(voted.confidence))
+        return [f"{len(voted.support)} similar past case(s) agree"]
+    return [f"similar past cases point at {voted.reason} ({voted.confidence:.2f})"]
+
+
+def diagnose_log_lines(
+    lines: str | os.PathLike | Iterable[str],
+    job: dict[str, Any] | None,
+    *,
+    cluster: str,
+    lake: Lake | None = None,
+    day: date | None = None,
+    agent: Any = CONFIGURED_AGENT,
+    learn: bool = True,
+    store_case: bool = True,
+    notes: Iterable[str] = (),
+) -> DiagnosisRecord:
+    """Diagnose an already located log (a local file or lines); see the module docstring for the steps.
+
+    Without a lake only the bundled rules (and the agent, if any) are used and nothing is written; with one,
+    family filter rules, learned rules and retrieval join in, and -- unless ``learn`` / ``store_case`` are
+    off (the command line turns them off) -- the lake learns from the result.
+    """
+    from acme.diagnosis import retrieval, settings
+    from acme.diagnosis.compress import compress_log, load_filter_rules
+    from acme.diagnosis.learning import (
+        family_key,
+        learn_rule,
+        load_family_filter_rules,
+        rules_with_learned,
+    )
+    from acme.diagnosis.rules import UNKNOWN, _job_lines, diagnose_lines, redact
+
+    job = dict(job or {})
+    job_id = str(job.get("job_id") or "adhoc")
+    notes = list(notes)
+    filter_rules = load_filter_rules()
+    if lake is not None:
+        filter_rules = load_family_filter_rules(lake, family_key(job)) + filter_rules
+    compressed = compress_log(lines, rules=filter_rules)
+    kept = [(k.line, k.text) for k in compressed.lines if k.kind in ("error", "traceback")]
+    rules = rules_with_learned(lake)
+    threshold = settings.min_confidence()
+
+    candidates: list[dict[str, Any]] = []
+    ruled = diagnose_lines(_job_lines(job) + kept, rules)
+    if ruled.reason != UNKNOWN:
+        candidates.append(_from_rule(ruled))
+
+    def best() -> dict[str, Any] | None:
+        return max(candidates, key=lambda c: c["confidence"]) if candidates else None
+
+    def confident() -> bool:
+        top = best()
+        return top is not None and top["confidence"] >= threshold
+
+    signature_lines = retrieval.signature_lines(compressed)
+    similar: list[Any] = []
+    store = None
+    if lake is not None:
+        store = retrieval.CaseStore(lake)
+        if settings.embedding() == "minilm" and isinstance(store.embedder, retrieval.LexicalEmbedder):
+            notes.append(f"embedding model unavailable, lexical retrieval used ({retrieval.fallback_reason})")
+        signature = redact(retrieval.error_signature(signature_lines, rules))
+        similar = store.nearest(signature, settings.retrieval_k(), exclude=(cluster, job_id))
+        if not confident():
+            min_similarity = settings.retrieval_min_similarity()
+            voted = retrieval.vote(
+                similar, store.embedder.min_similarity if min_similarity is None else min_similarity
+            )
+            notes += _weigh_vote(voted, candidates, signature_lines, rules)
+
+    answer = None
+    if not confident():
+        agent = _agent_for(agent)
+        if agent is not None:
+            from acme.diagnosis.llm_agent import AgentUnavailable
+
+            try:
+                answer = agent.diagnose(
+                    redact(compressed.to_text()), [s.to_dict() for s in similar], json_safe_job(job)
+                )
+            except AgentUnavailable as exc:
+                fallback = "retrieval" if any(c["source"] == "retrieval" for c in candidates) else "rules"
+                notes.append(f"LLM agent unavailable ({exc}); fell back to {fallback}")
+            else:
+                if answer.reason != UNKNOWN:
+                    fallback = retrieval.decisive_lines(signature_lines, rules)
+                    candidates.append(_from_answer(answer, compressed, fallback))
+
+    chosen = best() or {
+        "source": "none", "reason": UNKNOWN, "category": None, "attribution": None, "confidence": 0.0,
+        "mitigation": None, "rule_id": None, "rule_version": None, "evidence": [],
+    }  # fmt: skip
+    record = DiagnosisRecord(
+        cluster=cluster,
+        job_id=job_id,
+        date=job_submit_day(job, day),
+        similar_cases=[s.to_dict() for s in similar],
+        **chosen,
+    )
+
+    if lake is not None and record.reason != UNKNOWN:
+        case = retrieval.case_from_lines(
+            cluster, job_id, signature_lines, reason=record.reason, category=record.category,
+            attribution=record.attribution, source=record.source, confidence=record.confidence, rules=rules,
+        )  # fmt: skip
+        if learn and record.source == "llm" and answer is not None and answer.signature_regex:
+            outcome = learn_rule(
+                lake, case, answer.signature_regex, source="agent", confidence=answer.confidence,
+                mitigation=answer.mitigation or None,
+            )  # fmt: skip
+            notes.append(
+                f"learned rule {outcome.rule_id}" if outcome.accepted else f"rule not learned: {outcome.why}"
+            )
+        if store_case and record.source in ("rule", "llm") and record.confidence >= threshold:
+            store.upsert([case])
+    record.note = "; ".join(notes) or None
+    return record
+
+
+def diagnose_job(
+    lake: Lake,
+    cluster: str,
+    job: dict[str, Any],
+    log_source: str | Iterable[str] | None = None,
+    *,
+    day: date | None = None,
+    agent: Any = CONFIGURED_AGENT,
+) -> DiagnosisRecord:
+    """Diagnose one failed job. ``log_source``: None (find the log by the configured pattern), a location
+    from a manual run (checked against the log root), or the log's lines themselves."""
+    notes = []
+    if log_source is None or isinstance(log_source, str):
+        files, searched = locate_logs(lake, cluster, job, log_source, day)
+        if not files:
+            notes.append(f"no log found at {searched}: diagnosed from the job metadata alone")
+        lines: Iterable[str] = read_log_lines(files)
+    else:
+        lines = log_source
+    return diagnose_log_lines(lines, job, cluster=cluster, lake=lake, day=day, agent=agent, notes=notes)

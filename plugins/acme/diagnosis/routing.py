@@ -1,0 +1,166 @@
+"""Where a diagnosis goes: a recovery request for broken infrastructure under a training job, a message to
+the job's owner for failures of their own making, nothing otherwise.
+
+* Infrastructure failures of ``Pretrain`` / ``SFT`` jobs -> the conf of the ``recover_training`` DAG
+  (always a dry run when only the LLM agent says so):
+  ``{"cluster", "job_id", "nodes", "checkpoint_uri", "dry_run", "reason", "recovery_id"[, "detected_at"]}``
+  (its Params; ``checkpoint_uri`` is "" when unknown). Without a node list there is nothing to localize, so
+  no recovery. Evaluation and debug jobs are cheap to resubmit, so they are not recovered automatically.
+* User-attributed failures -> an owner message (job, reason, evidence, mitigation) written to
+  ``diagnosis/messages/cluster=<c>/date=<d>/<job_id>.json`` (rewritten, never appended, on a re-run).
+* ``Unknown`` and anything else -> no route; the record itself is the report.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from acme.diagnosis.records import DiagnosisRecord
+    from acme.lake import Lake
+
+RECOVERY = "recovery"
+OWNER_MESSAGE = "owner_message"
+NO_ROUTE = "none"
+TRAINING_JOB_TYPES = ("Pretrain", "SFT")
+_MAX_HOSTS = 4_096
+
+
+@dataclass(frozen=True)
+class Route:
+    kind: str
+    why: str
+    recovery_conf: dict[str, Any] | None = None
+    message: dict[str, Any] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "why": self.why,
+            "recovery_conf": self.recovery_conf,
+            "message": self.message,
+        }
+
+
+def route(record: DiagnosisRecord, job: dict[str, Any] | None) -> Route:
+    """Decide what happens after ``record`` (see the module docstring)."""
+    from acme.diagnosis import settings
+
+    job = job or {}
+    job_type = job.get("job_type")
+    if record.reason == "Unknown" or record.category is None:
+        return Route(NO_ROUTE, "root cause unknown: nothing to trigger")
+    if record.category == "Infrastructure" and record.attribution != "user":
+        if job_type not in TRAINING_JOB_TYPES:
+            return Route(NO_ROUTE, f"infrastructure failure of a {job_type or 'untyped'} job: not recovered")
+        nodes = expand_hostlist(job.get("node_list"))
+        if not nodes:  # recover_training localizes faults among the job's nodes: it cannot start without them
+            return Route(NO_ROUTE, f"{record.reason} under a {job_type} job, but its node list is unknown")
+        pattern = settings.checkpoint_uri_pattern()
+        checkpoint = job.get("checkpoint_uri") or (
+            pattern.format(cluster=record.cluster, job_id=record.job_id) if pattern else ""
+        )
+        conf = {
+            "cluster": record.cluster,
+            "job_id": record.job_id,
+            "nodes": nodes,
+            "checkpoint_uri": checkpoint,
+            # The LLM's answer is untrusted (a log can carry a prompt injection): a diagnosis that only the
+            # agent made plans a recovery but never cordons or restarts; a rule, a past case or an
+            # operator has to agree first.
+            "dry_run": settings.recovery_dry_run() or record.source == "llm",
+            "reason": record.reason,
+            # One recovery per job and failure, however often the diagnosis is re-run.
+            "recovery_id": re.sub(r"[^A-Za-z0-9._-]", "-", f"diag-{record.cluster}-{record.job_id}")[:128],
+        }
+        if job.get("end_time"):
+            conf["detected_at"] = str(job["end_time"])
+        return Route(RECOVERY, f"{record.reason} under a {job_type} job", recovery_conf=conf)
+    if record.attribution == "user":
+        return Route(OWNER_MESSAGE, f"{record.reason} is the job's own", message=owner_message(record, job))
+    return Route(NO_ROUTE, f"{record.reason} ({record.category}, {record.attribution}) has no route")
+
+
+def owner_message(record: DiagnosisRecord, job: dict[str, Any]) -> dict[str, Any]:
+    """The message for the job's owner: what failed, the evidence lines, what to do."""
+    evidence = "\n".join(f"  line {e['line']}: {e['text']}" for e in record.evidence) or "  (no log lines)"
+    name = f" ({job['job_name']})" if job.get("job_name") else ""
+    text = (
+        f"Your job {record.job_id}{name} on {record.cluster} failed: {record.reason} "
+        f"({record.category}; confidence {record.confidence:.2f}, found by {record.source}).\n"
+        f"Evidence:\n{evidence}\n"
+        f"What to do: {record.mitigation or 'see the evidence lines.'}\n"
+    )
+    return {
+        "to": job.get("user"),
+        "cluster": record.cluster,
+        "job_id": record.job_id,
+        "job_name": job.get("job_name"),
+        "date": record.date.isoformat(),
+        "subject": f"Job {record.job_id} failed: {record.reason}",
+        "text": text,
+        "reason": record.reason,
+        "category": record.category,
+        "evidence": record.evidence,
+        "mitigation": record.mitigation,
+    }
+
+
+def message_key(record: DiagnosisRecord) -> str:
+    safe_job = re.sub(r"[^A-Za-z0-9._-]", "_", record.job_id).lstrip(".") or "_"
+    return f"diagnosis/messages/cluster={record.cluster}/date={record.date.isoformat()}/{safe_job}.json"
+
+
+def write_owner_message(lake: Lake, record: DiagnosisRecord, message: dict[str, Any]) -> str:
+    """Publish the owner message (one object per job: a re-run overwrites it)."""
+    return lake.write_json(message_key(record), message)
+
+
+_BRACKET_RE = re.compile(r"^(?P<prefix>[^\[]*)\[(?P<ranges>[^\]]+)\](?P<suffix>.*)$")
+
+
+def expand_hostlist(hostlist: str | None) -> list[str]:
+    """Expand a Slurm hostlist (``node[01-03,07],gpu-5``) into host names; empty for none."""
+    if not hostlist or str(hostlist).strip().lower() in ("none", "nan", "none assigned"):
+        return []
+    hosts: list[str] = []
+    for part in _split_top_level(str(hostlist)):
+        hosts.extend(_expand_one(part.strip()))
+        if len(hosts) > _MAX_HOSTS:
+            raise ValueError(f"hostlist {hostlist[:80]!r} expands to more than {_MAX_HOSTS} hosts")
+    return hosts
+
+
+def _split_top_level(text: str) -> list[str]:
+    parts, depth, current = [], 0, []
+    for char in text:
+        if char == "[":
+            depth += 1
+        elif char == "]":
+            depth -= 1
+        if char == "," and depth == 0:
+            parts.append("".join(current))
+            current = []
+        else:
+            current.append(char)
+    parts.append("".join(current))
+    return [p for p in parts if p.strip()]
+
+
+def _expand_one(pattern: str) -> list[str]:
+    match = _BRACKET_RE.match(pattern)
+    if not match:
+        return [pattern]
+    out = []
+    for item in match["ranges"].split(","):
+        low, _, high = item.partition("-")
+        if high and low.isdigit() and high.isdigit():
+            width = len(low)
+            numbers = [str(n).zfill(width) for n in range(int(low), int(high) + 1)]
+        else:
+            numbers = [item]
+        for number in numbers:
+            out.extend(_expand_one(f"{match['prefix']}{number}{match['suffix']}"))
+    return out
