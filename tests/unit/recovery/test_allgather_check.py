@@ -266,26 +266,36 @@ def test_the_deadline_ends_a_hung_rank_with_a_report(tmp_path):
 
 
 def test_the_file_runs_alone_without_the_acme_package(tmp_path):
+    """A training image may carry only this file: it must run without ``acme`` importable.
+
+    With torch installed it runs a real one-rank gloo world on loopback and passes; without torch it
+    reports exactly that (and fails), still as one JSON line."""
+    import importlib.util
+    import socket
+
     script = tmp_path / "allgather_check.py"
     shutil.copy(allgather_check.__file__, script)
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
     # acme is importable from this venv: block it, as in a training image that only has the file.
     run_alone = (
         "import runpy, sys; sys.modules['acme'] = None; "
-        f"sys.argv = [{str(script)!r}, '--node', 'node-000']; runpy.run_path(sys.argv[0], run_name='__main__')"
+        f"sys.argv = [{str(script)!r}, '--node', 'node-000', '--backend', 'gloo']; "
+        "runpy.run_path(sys.argv[0], run_name='__main__')"
     )
+    env = {**os.environ, "RANK": "0", "WORLD_SIZE": "1", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)}
     done = subprocess.run(
-        [sys.executable, "-c", run_alone],
-        env={**os.environ, **ENV, "RANK": "0"},
-        capture_output=True,
-        text=True,
-        timeout=30,
-        cwd=tmp_path,
+        [sys.executable, "-c", run_alone], env=env, capture_output=True, text=True, timeout=120, cwd=tmp_path
     )
     (report,) = report_lines(done.stdout)
-    assert done.returncode == 1, done.stderr
     assert report["rank"] == 0
-    if "torch" not in sys.modules:  # where torch is installed the check would really try to connect
+    if importlib.util.find_spec("torch") is None:
+        assert done.returncode == 1, done.stderr
         assert "torch is not installed" in report["error"]
+    else:
+        assert done.returncode == 0, done.stderr
+        assert report["ok"] is True and report["node"] == "node-000"
 
 
 # --- parsing the reports of a world -----------------------------------------------------------

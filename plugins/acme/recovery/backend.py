@@ -1,0 +1,188 @@
+"""What recovery needs from a cluster, and the simulated cluster the demo and the tests run on.
+
+A backend answers five things: which nodes a job ran on (``describe_job``; an unknown job is an
+``UnknownJobError``), the check of one world (``run_world``), which nodes are already out of
+scheduling (``cordoned``), taking a node out (``cordon``) and resubmitting the job (``restart``).
+``acme.recovery.kubernetes_backend`` and ``acme.recovery.slurm_backend`` are the real ones; on
+Kubernetes the check worlds run as pods through ``acme_airflow.gpu_pod`` instead of ``run_world``.
+
+The simulated backend reads its jobs from ``include/recovery/simulated_jobs.yaml``
+(``ACME_RECOVERY_SIMULATED_JOBS``)::
+
+    clusters:
+      <cluster>:
+        <job_id>: {nodes: [...], faulty: [...], stragglers: [...], seed: 0}
+
+and answers checks through ``localize.SimulatedCluster``. Its cordons and resubmissions are kept in
+the lake (``recovery/simulated/cluster=<c>/state.json``), so a demo run shows what a real cluster
+would have been asked to do and a second run sees the first one's cordons.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+from acme.errors import ConfigError, InputError
+from acme.recovery.localize import SimulatedCluster, WorldResult
+
+if TYPE_CHECKING:
+    from acme.lake import Lake
+
+
+class UnknownJobError(InputError):
+    """The cluster does not know the job (never ran there, or its records are gone)."""
+
+
+@dataclass(frozen=True)
+class JobInfo:
+    """A job as the cluster knows it: its nodes and what the backend needs to resubmit it."""
+
+    job_id: str
+    nodes: tuple[str, ...]
+    spec: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class RestartPlan:
+    """How the job restarts: from which checkpoint, skipping which batches, on which nodes not."""
+
+    recovery_id: str
+    resume_from: str
+    resume_step: int
+    skip_batches: tuple[tuple[int, int], ...]
+    exclude_nodes: tuple[str, ...]
+
+    def skip_batches_text(self) -> str:
+        """``first-last,first-last`` (empty when nothing is skipped), as the training script reads it."""
+        return ",".join(f"{first}-{last}" for first, last in self.skip_batches)
+
+    def environment(self) -> dict[str, str]:
+        """The variables the training script reads to resume (same names on every backend)."""
+        return {
+            "ACME_RESUME_FROM": self.resume_from,
+            "ACME_RESUME_STEP": str(self.resume_step),
+            "ACME_SKIP_BATCHES": self.skip_batches_text(),
+            "ACME_RECOVERY_ID": self.recovery_id,
+        }
+
+
+class RecoveryBackend(Protocol):
+    name: str
+
+    def describe_job(self, job_id: str) -> JobInfo: ...
+
+    def run_world(self, world: list[str], round_number: int, check_id: str) -> WorldResult: ...
+
+    def cordoned(self, nodes: Sequence[str]) -> set[str]: ...
+
+    def cordon(self, node: str, reason: str) -> dict[str, Any]: ...
+
+    def restart(self, job: JobInfo, plan: RestartPlan) -> dict[str, Any]: ...
+
+
+class SimulatedBackend:
+    """A cluster from the simulated-jobs file; cordons and restarts are recorded in the lake."""
+
+    name = "simulated"
+
+    def __init__(self, cluster: str, jobs_file: Path, lake: Lake, job_id: str | None = None):
+        self.cluster = cluster
+        self.job_id = job_id  # whose nodes answer the checks (a node may appear in several test jobs)
+        self.jobs_file = Path(jobs_file)
+        self.lake = lake
+        self.state_key = f"recovery/simulated/cluster={cluster}/state.json"
+        self._jobs = _load_simulated_jobs(self.jobs_file).get(cluster)
+        if self._jobs is None:
+            raise ConfigError(f"{self.jobs_file}: no simulated cluster {cluster!r}")
+
+    def describe_job(self, job_id: str) -> JobInfo:
+        settings = self._jobs.get(job_id)
+        if settings is None:
+            raise UnknownJobError(
+                f"job {job_id}", f"not a job of simulated cluster {self.cluster} ({self.jobs_file})"
+            )
+        return JobInfo(job_id, tuple(settings["nodes"]), {"simulated": settings})
+
+    def _simulated(self, world: Sequence[str]) -> SimulatedCluster:
+        jobs = [self._jobs[self.job_id]] if self.job_id in self._jobs else list(self._jobs.values())
+        for settings in jobs:
+            if set(world) <= set(settings["nodes"]):
+                return SimulatedCluster(
+                    settings["nodes"], settings.get("faulty", ()), settings.get("stragglers", ()),
+                    seed=int(settings.get("seed", 0)),
+                )  # fmt: skip
+        raise InputError("world", f"nodes {list(world)} are not all nodes of one simulated job")
+
+    def run_world(self, world: list[str], round_number: int, check_id: str) -> WorldResult:
+        return self._simulated(world).run_world(list(world), round_number)
+
+    def _state(self) -> dict[str, Any]:
+        return self.lake.read_json(self.state_key, default=None) or {"cordoned": {}, "submitted": []}
+
+    def cordoned(self, nodes: Sequence[str]) -> set[str]:
+        return set(nodes) & set(self._state()["cordoned"])
+
+    def cordon(self, node: str, reason: str) -> dict[str, Any]:
+        with self.lake.lock(f"recovery-simulated-{self.cluster}", timeout_s=60):
+            state = self._state()
+            already = node in state["cordoned"]
+            state["cordoned"].setdefault(node, reason)
+            self.lake.write_json(self.state_key, state)
+        return {"node": node, "already_cordoned": already, "backend": self.name}
+
+    def restart(self, job: JobInfo, plan: RestartPlan) -> dict[str, Any]:
+        with self.lake.lock(f"recovery-simulated-{self.cluster}", timeout_s=60):
+            state = self._state()
+            new_id = f"{job.job_id}-r{len(state['submitted']) + 1}"
+            nodes = [n for n in job.nodes if n not in set(plan.exclude_nodes)]
+            state["submitted"].append(
+                {"job_id": new_id, "restart_of": job.job_id, "nodes_excluded": list(plan.exclude_nodes),
+                 "eligible_nodes": nodes, "environment": plan.environment()}
+            )  # fmt: skip
+            self.lake.write_json(self.state_key, state)
+        return {"new_job_id": new_id, "backend": self.name, "environment": plan.environment()}
+
+
+def _load_simulated_jobs(path: Path) -> dict[str, dict[str, dict[str, Any]]]:
+    import yaml
+
+    try:
+        document = yaml.safe_load(path.read_text()) or {}
+    except (OSError, yaml.YAMLError) as exc:
+        raise ConfigError(f"simulated jobs file {path}: cannot read: {exc}") from exc
+    clusters = document.get("clusters")
+    if not isinstance(clusters, dict):
+        raise ConfigError(f"simulated jobs file {path}: 'clusters' must map cluster names to jobs")
+    for cluster, jobs in clusters.items():
+        if not isinstance(jobs, dict):
+            raise ConfigError(f"simulated jobs file {path}: cluster {cluster!r} must map job ids to jobs")
+        for job_id, settings in jobs.items():
+            nodes = (settings or {}).get("nodes")
+            if not isinstance(nodes, list) or not nodes:
+                raise ConfigError(f"simulated jobs file {path}: job {job_id!r} needs a 'nodes' list")
+    return {str(c): {str(j): s for j, s in jobs.items()} for c, jobs in clusters.items()}
+
+
+def make_backend(
+    cluster: str, lake: Lake, job_id: str | None = None, kube_client: Any = None
+) -> RecoveryBackend:
+    """The configured backend (``ACME_RECOVERY_BACKEND``) for ``cluster`` (and the job being recovered).
+
+    ``kube_client`` is a ``kubernetes.client.CoreV1Api`` (inside Airflow, from the Kubernetes
+    connection); without one the Kubernetes backend loads the default kubeconfig.
+    """
+    from acme.recovery.settings import recovery_settings
+
+    settings = recovery_settings()
+    if settings.backend == "simulated":
+        return SimulatedBackend(cluster, settings.simulated_jobs_file, lake, job_id)
+    if settings.backend == "kubernetes":
+        from acme.recovery.kubernetes_backend import KubernetesBackend
+
+        return KubernetesBackend(settings, kube_client)
+    from acme.recovery.slurm_backend import SlurmBackend
+
+    return SlurmBackend(settings)

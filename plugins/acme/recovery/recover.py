@@ -1,0 +1,387 @@
+"""A recovery after a training crash, as plain steps the ``recover_training`` DAG calls in order.
+
+open (check the request, the job and the nodes; one recovery per job) → round 1 and round 2 of the
+all-gather check (one call of ``check_world`` per world; on Kubernetes the DAG runs the worlds as
+pods instead) → ``decide_faults`` → ``take_out_faulty`` (blast-radius limit, then cordon/drain each
+faulty node once) → ``choose_restart_checkpoint`` → ``restart_job`` (resume-from, skip-batches,
+drained nodes excluded; detection-to-restart time) → ``close_recovery``. ``recover`` runs them all
+in one process (the command line and the tests).
+
+Every step is recorded in the action log (``acme.recovery.actions``). A **dry run** records every
+step with what it would do and touches no cluster: no check pod or srun, no cordon, no restart (the
+checkpoint choice, which only reads the object store, runs for real). A re-run of the same recovery
+finds its earlier cordons and restart in the log and does not repeat them.
+
+Stragglers are reported (in the verdict and the log) but not cordoned: a slow node slows the job
+without crashing it, and taking it out is a capacity decision for a person.
+
+A person is needed — ``NeedsPersonError`` with the reason — when the nodes to cordon exceed the
+blast-radius limit, when no checkpoint is healthy, or when the check left nodes undecided (restarting
+beside a node that may be faulty would crash the job again).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from acme.errors import AcmeError, InputError
+from acme.recovery.actions import ActionLog, acquire_job, checked_name, release_job, utc_now
+from acme.recovery.backend import JobInfo, RestartPlan
+from acme.recovery.blast_radius import BlastRadiusLimit, check_blast_radius
+from acme.recovery.localize import Localization, WorldResult, decide, plan_round1, plan_round2
+
+if TYPE_CHECKING:
+    from acme.lake import Lake
+    from acme.recovery.backend import RecoveryBackend
+    from acme.recovery.settings import RecoverySettings
+
+
+class NeedsPersonError(AcmeError):
+    """Recovery stopped on purpose: the message says what a person has to decide."""
+
+    recovery_status = "needs-person"
+
+    def __init__(self, problem: str):
+        self.problem = problem
+        super().__init__(f"needs a person: {problem}")
+
+
+@dataclass(frozen=True)
+class RecoveryRequest:
+    """What a recovery is asked to do (the DAG's Params, or the diagnosis DAG's conf)."""
+
+    cluster: str
+    job_id: str
+    nodes: tuple[str, ...]
+    checkpoint_uri: str
+    recovery_id: str
+    run_id: str = ""
+    metrics_file: str | None = None
+    dry_run: bool = False
+    reason: str = ""
+    detected_at: str | None = None
+
+    @classmethod
+    def from_params(
+        cls, params: Mapping[str, Any], recovery_id: str, run_id: str, started: datetime
+    ) -> RecoveryRequest:
+        """Checked request from run Params; ``detected_at`` defaults to ``started`` (the run's start)."""
+        nodes = params.get("nodes")
+        if isinstance(nodes, str):
+            nodes = [part.strip() for part in nodes.replace("\n", ",").split(",") if part.strip()]
+        if not isinstance(nodes, list | tuple) or not nodes:
+            raise InputError("nodes", "empty node list: give the crashed job's nodes in rank order")
+        for node in nodes:
+            checked_name(node, "node name")
+        if len(set(nodes)) != len(nodes):
+            raise InputError("nodes", "a node is listed twice")
+        checkpoint = params.get("checkpoint_uri")
+        if not isinstance(checkpoint, str) or not checkpoint.strip():
+            raise InputError("checkpoint_uri", "missing: where the job's checkpoints are (folder or s3://…)")
+        detected = params.get("detected_at") or started.astimezone(UTC).isoformat()
+        try:
+            aware = datetime.fromisoformat(str(detected)).tzinfo is not None
+        except ValueError:
+            raise InputError("detected_at", f"{detected!r} is not an ISO 8601 time") from None
+        if not aware:
+            raise InputError(
+                "detected_at", f"{detected!r} has no time zone (write e.g. 2026-11-29T14:00:00+00:00)"
+            )
+        return cls(
+            cluster=checked_name(params.get("cluster"), "cluster"),
+            job_id=checked_name(str(params.get("job_id") or ""), "job_id"),
+            nodes=tuple(nodes),
+            checkpoint_uri=checkpoint.strip(),
+            recovery_id=checked_name(recovery_id, "recovery_id"),
+            run_id=run_id,
+            metrics_file=params.get("metrics_file") or None,
+            dry_run=bool(params.get("dry_run")),
+            reason=str(params.get("reason") or ""),
+            detected_at=str(detected),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "nodes": list(self.nodes)}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> RecoveryRequest:
+        return cls(**{**data, "nodes": tuple(data["nodes"])})
+
+    @property
+    def check_id(self) -> str:
+        """Names this recovery's check pods and jobs (short, stable across retries)."""
+        return hashlib.sha256(f"{self.cluster}|{self.job_id}|{self.recovery_id}".encode()).hexdigest()[:12]
+
+
+def action_log(lake: Lake, request: RecoveryRequest) -> ActionLog:
+    return ActionLog(lake, request.cluster, request.job_id, request.recovery_id)
+
+
+# --- the steps ----------------------------------------------------------------------------------
+
+
+def open_recovery(
+    lake: Lake, request: RecoveryRequest, backend: RecoveryBackend, settings: RecoverySettings
+) -> dict[str, Any]:
+    """Check the job and its nodes with the cluster, hold the job's marker, plan round 1.
+
+    Nodes already out of scheduling are not checked (a check pinned to a cordoned or drained node
+    would wait for it for ever); a re-run of the same recovery keeps the plan it made the first time.
+    """
+    log = action_log(lake, request)
+    earlier = None if request.dry_run else log.done("open")
+    inputs = {"request": request.to_dict(), "backend": backend.name}
+    with log.step("open", inputs, request.dry_run, "open") as result:
+        job = backend.describe_job(request.job_id)
+        strangers = [node for node in request.nodes if node not in set(job.nodes)]
+        if strangers:
+            raise InputError(
+                "nodes",
+                f"{', '.join(strangers)} did not run job {request.job_id} (the cluster lists "
+                f"{', '.join(job.nodes)}): nothing is checked or cordoned on a node outside the job",
+            )
+        if not request.dry_run:
+            acquire_job(
+                lake,
+                request.cluster,
+                request.job_id,
+                request.recovery_id,
+                request.run_id,
+                settings.lock_ttl_s,
+            )
+        if earlier is not None:
+            worlds, out = earlier["result"]["round1"], earlier["result"]["not_checked"]
+        else:
+            out = sorted(backend.cordoned(list(request.nodes)))
+            to_check = [node for node in request.nodes if node not in set(out)]
+            if not to_check:
+                raise NeedsPersonError(f"every node of job {request.job_id} is already out of scheduling")
+            worlds = plan_round1(to_check)
+        result.update(job_nodes=list(job.nodes), round1=worlds, not_checked=out, action_log=lake.url(log.key))
+    return {
+        "request": request.to_dict(),
+        "job": {"job_id": job.job_id, "nodes": list(job.nodes), "spec": job.spec},
+        "round1": worlds,
+        "action_log": lake.url(log.key),
+    }
+
+
+def world_to_dict(result: WorldResult) -> dict[str, Any]:
+    return result.to_dict()
+
+
+def world_from_dict(data: Mapping[str, Any]) -> WorldResult:
+    """The world's result from its dict (extra keys such as ``reused`` are ignored)."""
+    return WorldResult(
+        tuple(data["nodes"]), bool(data["ok"]), dict(data.get("seconds") or {}), data.get("error", "")
+    )
+
+
+def check_key(world: Sequence[str], round_number: int) -> str:
+    return f"check{round_number}:{','.join(world)}"
+
+
+def earlier_check(
+    lake: Lake, request: RecoveryRequest, world: Sequence[str], round_number: int
+) -> dict | None:
+    """The result this recovery already recorded for the world, if any (a re-run does not check again)."""
+    if request.dry_run:
+        return None
+    done = action_log(lake, request).done(check_key(world, round_number))
+    return None if done is None else {**done["result"], "reused": done["ended_at"]}
+
+
+def check_world(
+    lake: Lake, request: RecoveryRequest, backend: RecoveryBackend, world: Sequence[str], round_number: int
+) -> dict[str, Any]:
+    """Run the check on one world through the backend (recorded); a dry run only records the plan."""
+    earlier = earlier_check(lake, request, world, round_number)
+    if earlier is not None:
+        return earlier
+    log = action_log(lake, request)
+    inputs = {"world": list(world), "round": round_number, "backend": backend.name}
+    key = check_key(world, round_number)
+    with log.step(f"check_round{round_number}", inputs, request.dry_run, key) as result:
+        if request.dry_run:
+            result["planned"] = True
+            return {"nodes": list(world), "ok": True, "seconds": {}, "error": "", "planned": True}
+        outcome = backend.run_world(list(world), round_number, request.check_id)
+        result.update(outcome.to_dict())
+    return outcome.to_dict()
+
+
+def record_world(
+    lake: Lake, request: RecoveryRequest, outcome: WorldResult, round_number: int, how: Mapping[str, Any]
+) -> dict[str, Any]:
+    """Record a world checked outside ``check_world`` (the Kubernetes pods of the DAG)."""
+    log = action_log(lake, request)
+    inputs = {"world": list(outcome.nodes), "round": round_number, **how}
+    key = check_key(outcome.nodes, round_number)
+    with log.step(f"check_round{round_number}", inputs, request.dry_run, key) as result:
+        result.update(outcome.to_dict())
+    return outcome.to_dict()
+
+
+def plan_second_round(request: RecoveryRequest, round1: Sequence[Mapping[str, Any]]) -> list[list[str]]:
+    """Round-2 worlds from round 1's results (none in a dry run, which ran no check)."""
+    if request.dry_run or any(r.get("planned") for r in round1):
+        return []
+    return plan_round2([world_from_dict(r) for r in round1])
+
+
+def decide_faults(
+    lake: Lake,
+    request: RecoveryRequest,
+    round1: Sequence[Mapping[str, Any]],
+    round2: Sequence[Mapping[str, Any]],
+) -> dict[str, Any]:
+    """The two rounds' verdict (faulty, stragglers, undecided with reasons), recorded."""
+    log = action_log(lake, request)
+    with log.step("decide", {"round1": list(round1), "round2": list(round2)}, request.dry_run) as result:
+        if request.dry_run:
+            result["planned"] = "a dry run runs no check, so nothing is decided"
+            return {"faulty": [], "stragglers": [], "undecided": [], "dry_run": True}
+        found: Localization = decide(
+            [world_from_dict(r) for r in round1], [world_from_dict(r) for r in round2]
+        )
+        result.update(found.to_dict(evidence=False))
+    return found.to_dict(evidence=False)
+
+
+def take_out_faulty(
+    lake: Lake,
+    request: RecoveryRequest,
+    backend: RecoveryBackend,
+    verdict: Mapping[str, Any],
+    job_nodes: Sequence[str],
+    limit: BlastRadiusLimit,
+) -> dict[str, Any]:
+    """Cordon/drain the faulty nodes once each, within the blast-radius limit; else NeedsPersonError."""
+    log = action_log(lake, request)
+    faulty = list(verdict.get("faulty") or [])
+    with log.step("blast_radius", {"faulty": faulty, "job_nodes": len(job_nodes)}, request.dry_run) as result:
+        done_before = [node for node in faulty if log.done(f"cordon:{node}")]
+        already = backend.cordoned(list(job_nodes)) if faulty else set()
+        to_cordon = [node for node in faulty if node not in already and node not in done_before]
+        decision = check_blast_radius(to_cordon, len(job_nodes), limit, already_cordoned=len(already))
+        result.update(allowed=decision.allowed, reason=decision.reason, limit=decision.limit,
+                      already_cordoned=sorted(already))  # fmt: skip
+        if not decision.allowed:
+            raise NeedsPersonError(
+                f"{decision.reason}; nodes the check blamed: {', '.join(faulty)} (job {request.job_id})"
+            )
+    cordoned = []
+    for node in faulty:
+        key = f"cordon:{node}"
+        earlier = log.done(key)
+        if earlier is not None:
+            cordoned.append({"node": node, "skipped": f"already done at {earlier['ended_at']}"})
+            continue
+        reason = (
+            f"acme recovery {request.recovery_id} of job {request.job_id}: failed the all-gather check twice"
+        )
+        with log.step("cordon", {"node": node, "reason": reason}, request.dry_run, key) as result:
+            if request.dry_run:
+                result["planned"] = f"would cordon {node} through {backend.name}"
+            else:
+                result.update(backend.cordon(node, reason))
+        cordoned.append({"node": node, **result})
+    return {"cordoned": cordoned, "excluded": faulty}
+
+
+def choose_restart_checkpoint(lake: Lake, request: RecoveryRequest) -> dict[str, Any]:
+    """The checkpoint to resume from and the batches to skip; NeedsPersonError when none is healthy."""
+    from acme.lake import open_lake
+    from acme.recovery.checkpoints import NeedsOperatorError, choose_checkpoint_in_lake
+
+    log = action_log(lake, request)
+    inputs = {"checkpoint_uri": request.checkpoint_uri, "metrics_file": request.metrics_file}
+    with log.step("choose_checkpoint", inputs, request.dry_run) as result:
+        store = open_lake(request.checkpoint_uri)
+        try:
+            choice = choose_checkpoint_in_lake(store, "", metrics_key=request.metrics_file)
+        except NeedsOperatorError as exc:
+            raise NeedsPersonError(str(exc).removesuffix(": a person must decide how to restart")) from exc
+        result.update(choice.to_dict())
+        if request.dry_run:
+            result["status"] = "done"  # reading the object store touches no cluster: the choice is real
+    return choice.to_dict()
+
+
+def restart_job(
+    lake: Lake,
+    request: RecoveryRequest,
+    backend: RecoveryBackend,
+    job: Mapping[str, Any],
+    verdict: Mapping[str, Any],
+    taken_out: Mapping[str, Any],
+    checkpoint: Mapping[str, Any],
+) -> dict[str, Any]:
+    """Resubmit the job once (resume-from, skip-batches, drained nodes excluded); detection-to-restart time."""
+    log = action_log(lake, request)
+    undecided = verdict.get("undecided") or []
+    plan = RestartPlan(
+        recovery_id=request.recovery_id,
+        resume_from=checkpoint["path"],
+        resume_step=int(checkpoint["step"]),
+        skip_batches=tuple((r["first"], r["last"]) for r in checkpoint.get("skip_batches") or []),
+        exclude_nodes=tuple(taken_out.get("excluded") or ()),
+    )
+    earlier = log.done("restart")
+    if earlier is not None:
+        return {**earlier["result"], "skipped": f"already restarted at {earlier['ended_at']}"}
+    with log.step(
+        "restart", {"plan": asdict(plan), "undecided": undecided}, request.dry_run, "restart"
+    ) as result:
+        if undecided:
+            shown = "; ".join(f"{u['node']}: {u['reason']}" for u in undecided)
+            raise NeedsPersonError(
+                f"the check could not decide about {len(undecided)} node(s), so the job is not restarted beside them ({shown})"
+            )
+        info = JobInfo(job["job_id"], tuple(job["nodes"]), dict(job.get("spec") or {}))
+        if request.dry_run:
+            result["planned"] = f"would resubmit job {info.job_id} through {backend.name}"
+        else:
+            result.update(backend.restart(info, plan))
+        restarted = utc_now()
+        result["restarted_at"] = restarted
+        result["detection_to_restart_s"] = round(
+            (
+                datetime.fromisoformat(restarted) - datetime.fromisoformat(request.detected_at or restarted)
+            ).total_seconds(),
+            3,
+        )
+    return dict(result)
+
+
+def close_recovery(lake: Lake, request: RecoveryRequest) -> bool:
+    """Release the job's marker (a no-op for a dry run, which never took it)."""
+    if request.dry_run:
+        return False
+    return release_job(lake, request.cluster, request.job_id, request.recovery_id)
+
+
+# --- all in one process -------------------------------------------------------------------------
+
+
+def recover(
+    lake: Lake, request: RecoveryRequest, backend: RecoveryBackend, settings: RecoverySettings
+) -> dict[str, Any]:
+    """Every step in order, worlds of a round one after another; the marker is released whatever happens."""
+    opened = open_recovery(lake, request, backend, settings)
+    try:
+        round1 = [check_world(lake, request, backend, w, 1) for w in opened["round1"]]
+        round2 = [check_world(lake, request, backend, w, 2) for w in plan_second_round(request, round1)]
+        verdict = decide_faults(lake, request, round1, round2)
+        limit = BlastRadiusLimit(settings.max_nodes, settings.max_share)
+        taken_out = take_out_faulty(lake, request, backend, verdict, opened["job"]["nodes"], limit)
+        checkpoint = choose_restart_checkpoint(lake, request)
+        restarted = restart_job(lake, request, backend, opened["job"], verdict, taken_out, checkpoint)
+    finally:
+        close_recovery(lake, request)
+    return {"verdict": verdict, "taken_out": taken_out, "checkpoint": checkpoint, "restart": restarted,
+            "action_log": opened["action_log"]}  # fmt: skip
