@@ -96,7 +96,18 @@ def plan_job_inputs(
 
 
 def parse_job_input(job_input: JobInput, local_path: str | Path) -> tuple[ParseResult, str]:
-    """Parse the local copy of an input; returns the result and the layout to validate with."""
+    """Parse the local copy of an input; returns the result (secrets in job names and rejected
+    records masked, see :mod:`acme.secrets`) and the layout to validate with."""
+    from acme.secrets import redact_column
+
+    result, layout = _parse_job_input(job_input, local_path)
+    result.jobs["job_name"] = redact_column(result.jobs["job_name"])
+    result.rejects["record"] = redact_column(result.rejects["record"])
+    result.rejects["reason"] = redact_column(result.rejects["reason"])
+    return result, layout
+
+
+def _parse_job_input(job_input: JobInput, local_path: str | Path) -> tuple[ParseResult, str]:
     if job_input.format not in FORMATS:
         raise InputError(
             job_input.uri, f"unknown format {job_input.format!r}; expected one of {', '.join(FORMATS)}"

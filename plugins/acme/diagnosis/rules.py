@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from acme.errors import ConfigError, InputError
+from acme.secrets import redact
 
 # The paper's failure taxonomy (reference failure_taxonomy.csv): reason -> category.
 TAXONOMY: dict[str, str] = {
@@ -84,40 +85,6 @@ class Diagnosis:
             "rule_id": self.rule_id,
             "rule_version": self.rule_version,
         }
-
-
-# ------------------------------------------------------------------------------------------------ secrets
-_SECRET_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
-    (re.compile(r"(?i)\b(bearer)\s+[A-Za-z0-9._~+/=-]{8,}"), r"\1 [REDACTED]"),
-    (re.compile(r"\bsk-(?:proj-|ant-)?[A-Za-z0-9_-]{16,}"), "[REDACTED]"),
-    (re.compile(r"\bhf_[A-Za-z0-9]{20,}"), "[REDACTED]"),
-    (re.compile(r"\b(?:AKIA|ASIA)[A-Z0-9]{16}\b"), "[REDACTED]"),
-    (re.compile(r"\bgh[pousr]_[A-Za-z0-9]{30,}"), "[REDACTED]"),
-    (re.compile(r"\bxox[abposr]-[A-Za-z0-9-]{10,}"), "[REDACTED]"),
-    (re.compile(r"\beyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}"), "[REDACTED]"),  # JWT
-    (re.compile(r"(?i)(\b[a-z][a-z0-9+.-]*://)[^/\s:@]+:[^/\s@]+@"), r"\1[REDACTED]@"),  # user:pass@host
-    (
-        re.compile(
-            r"(?i)(--?(?:password|passwd|pwd|token|api[-_]?key|secret|access[-_]?key|secret[-_]?key)"
-            r"(?:\s+|=))(\"[^\"]*\"|'[^']*'|\S+)"
-        ),
-        r"\1[REDACTED]",
-    ),
-    (
-        re.compile(
-            r"(?i)(\b[\w.-]*(?:password|passwd|pwd|token|api[_-]?key|secret|access[_-]?key|credentials?)\b"
-            r"[\"']?\s*[:=]\s*)(\"[^\"]*\"|'[^']*'|[^\s,;&]+)"
-        ),
-        r"\1[REDACTED]",
-    ),
-)
-
-
-def redact(text: str) -> str:
-    """Mask tokens, API keys (sk-, hf_, AKIA...), passwords, URL credentials and bearer tokens."""
-    for pattern, replacement in _SECRET_PATTERNS:
-        text = pattern.sub(replacement, text)
-    return text
 
 
 # ------------------------------------------------------------------------------------------------ rules
