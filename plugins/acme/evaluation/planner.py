@@ -19,9 +19,11 @@ made before a checkpoint's evaluation starts, from the suite and the runtime pri
    (code execution, judge models) start early and their CPU work overlaps the remaining
    inference. Inside a trial, the slice with the longest metric runs first for the same reason.
 5. **Placement.** LPT list scheduling onto GPU slots gives each trial a node, GPUs and expected
-   times. The plan's ``dispatch`` is ``dynamic``: at run time free GPUs pull trials in planned
-   order (the planned node/GPU is what happens if the priors are right), so a prior that is off by
-   ±30% shifts work between GPUs instead of stretching a static schedule.
+   times. The plan's ``dispatch`` is ``node`` (the default, what the DAG runs): a trial stays on
+   its planned node — its precursor's — and at run time the node's free GPUs pull that node's
+   trials in planned order, so a prior that is off by ±30% shifts work between the GPUs of a node
+   instead of stretching a static schedule. ``dynamic`` (free GPUs of any node pull from one
+   queue) is simulated for comparison; the DAG does not implement it.
 6. **Warm start** (our addition; the paper does not describe it). A trial's process start-up
    (``setup_s``, ~19 s, calibrated) is pure CPU work, so each GPU slot starts its next trial's
    process ``warm_next_after_s`` after the running trial began inferring — when the running trial
@@ -29,6 +31,10 @@ made before a checkpoint's evaluation starts, from the suite and the runtime pri
    (35%) faster than its prior. The next trial then holds the GPU only for the shared-memory load
    (1.4 s for 7B) before inferring. Without it every trial holds a GPU through its start-up, which
    makes the fine decomposition that robustness needs expensive (see the benchmark's ablation).
+   The DAG's local backend implements it: an inference task does its set-up before taking a GPU
+   lease of its node, and the GPU pool admits two tasks per GPU slot (``acme.evaluation.trial_steps``).
+   The kubernetes backend cannot (the kubelet allocates GPUs when the pod starts): there the
+   "no warm start" figures apply.
 
 Granularity defaults (``max_trial_fraction`` 0.12, ``batch_fraction`` 0.15) were chosen on the
 bundled suite by simulating 1 and 4 nodes with exact and ±30%-perturbed priors; coarser trials
@@ -70,7 +76,9 @@ class PlannerConfig:
     batch_fraction: float = 0.15
     min_trial_s: float = 60.0
     min_slice_samples: int = 16
-    dispatch: str = "dynamic"
+    # "node": trials stay on their planned node, whose free GPUs pull them in order — what the
+    # evaluate_checkpoint DAG does (trials pinned to their precursor's node, any free GPU lease of it).
+    dispatch: str = "node"
     warm_start: bool = True
     # Warm start: the slot starts its next trial's process (set-up only, no GPU) when the running
     # trial has done (1 - margin) of its expected GPU time minus `lead` set-up times, so that a
@@ -85,8 +93,8 @@ class PlannerConfig:
             raise ConfigError(f"batch_fraction must be in (0, 1], got {self.batch_fraction}")
         if self.min_slice_samples < 1:
             raise ConfigError(f"min_slice_samples must be at least 1, got {self.min_slice_samples}")
-        if self.dispatch not in ("dynamic", "static"):
-            raise ConfigError(f"dispatch must be 'dynamic' or 'static', got {self.dispatch!r}")
+        if self.dispatch not in ("dynamic", "node", "static"):
+            raise ConfigError(f"dispatch must be 'dynamic', 'node' or 'static', got {self.dispatch!r}")
 
 
 @dataclass(frozen=True)

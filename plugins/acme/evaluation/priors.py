@@ -339,6 +339,18 @@ class RuntimePriors:
             entry["observations"] = entry.get("observations", 0) + 1
         return skipped
 
+    def update_shm_load(self, model_bytes: float, seconds: float) -> bool:
+        """Blend one measured load from node shared memory into ``hardware.shm_read_gbytes_s`` (EMA).
+
+        Returns False (nothing learned) for a non-positive size or time.
+        """
+        if not (model_bytes > 0 and seconds > 0):
+            return False
+        observed = model_bytes / seconds / 1e9
+        blended = _blend(self.hardware.shm_read_gbytes_s, observed, self.alpha)
+        self.hardware = replace(self.hardware, shm_read_gbytes_s=blended)
+        return True
+
     # --- storage ----------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
         return {

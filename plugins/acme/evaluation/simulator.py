@@ -21,8 +21,10 @@ What is modelled (every number is a parameter; defaults in ``acme.evaluation.pri
   slice's inference ends, and the GPU is released after the last inference; *none* = inference
   only (OpenCompass's two-stage mode, metrics evaluated later).
 - **Dispatch**: *dynamic* = free GPU slots pull jobs from one queue in order (at time 0 the slots
-  take jobs GPU 0 of every node first, then GPU 1…); *static* = each slot runs the jobs planned
-  for it, in order.
+  take jobs GPU 0 of every node first, then GPU 1…); *node* = each job stays on its planned node
+  and the node's free slots pull that node's jobs in order (what the ``evaluate_checkpoint`` DAG
+  does: trials are pinned to their precursor's node and take any free GPU lease of it);
+  *static* = each slot runs the jobs planned for it, in order.
 - **Warm start** (decoupled plans only): ``warm_next_after_s`` after a job starts inferring, its
   slot takes the next job from the queue and runs that job's set-up on the CPU; when the GPU frees
   the warm job only loads from shared memory. If the running job releases the GPU before that
@@ -85,6 +87,7 @@ from acme.evaluation.priors import (
 from acme.evaluation.suite import EvalDataset, Suite, read_suite
 
 LOADS = ("remote", "shm")
+DISPATCH_MODES = ("dynamic", "node", "static")
 METRIC_MODES = ("on_gpu", "cpu_pool", "none")
 
 # OpenCompass SizePartitioner defaults and its list of datasets whose generation cost is ×10.
@@ -208,8 +211,8 @@ class _Engine:
     """Discrete-event engine: timed events plus fluid NIC flows and FIFO CPU pools per node."""
 
     def __init__(self, cluster: ClusterSpec, jobs: Sequence[Job], dispatch: str, warm_start: bool = False):
-        if dispatch not in ("dynamic", "static"):
-            raise ConfigError(f"dispatch must be 'dynamic' or 'static', got {dispatch!r}")
+        if dispatch not in DISPATCH_MODES:
+            raise ConfigError(f"dispatch must be one of {', '.join(DISPATCH_MODES)}, got {dispatch!r}")
         self.cluster = cluster
         self.hw = cluster.hardware
         self.overheads = cluster.overheads
@@ -228,6 +231,12 @@ class _Engine:
         self.slot_order = [(n, s) for s in range(cluster.slots_per_node) for n in nodes]
         if dispatch == "dynamic":
             self.queue = deque(jobs)
+        elif dispatch == "node":
+            self.node_queues: dict[int, deque] = {n: deque() for n in nodes}
+            for job in jobs:
+                if job.node not in self.node_queues:
+                    raise ConfigError(f"node dispatch: job {job.job_id} has no valid node")
+                self.node_queues[job.node].append(job)
         else:
             self.slot_queues: dict[tuple[int, int], deque] = {key: deque() for key in self.slot_order}
             for job in jobs:
@@ -317,7 +326,12 @@ class _Engine:
             wake()
 
     def _next_job(self, node: int, slot: int) -> Job | None:
-        queue = self.queue if self.dispatch == "dynamic" else self.slot_queues[(node, slot)]
+        if self.dispatch == "dynamic":
+            queue = self.queue
+        elif self.dispatch == "node":
+            queue = self.node_queues[node]
+        else:
+            queue = self.slot_queues[(node, slot)]
         return queue.popleft() if queue else None
 
     def _dispatch(self, node: int, slot: int) -> None:

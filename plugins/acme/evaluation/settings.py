@@ -1,0 +1,108 @@
+"""Configuration of the evaluation run steps, from environment variables (``acme.config`` style).
+
+Kept inside ``acme.evaluation`` so the evaluation area owns its settings; every function reads the
+environment when called, so tests and tasks see the values of their own process.
+
+| variable | default | meaning |
+|---|---|---|
+| ``ACME_EVAL_BACKEND`` | ``local`` | ``local``: steps run as Python tasks on the worker (CPU); ``kubernetes``: GPU pods |
+| ``ACME_EVAL_SHM_DIR`` | ``/dev/shm/acme-models`` | where a node's precursor puts the model (node shared memory) |
+| ``ACME_EVAL_DATA_DIR`` | ``include/eval/tiny`` | evaluation datasets, ``<dataset>.jsonl`` |
+| ``ACME_EVAL_GPUS_PER_NODE`` | ``8`` | GPUs of one evaluation node |
+| ``ACME_EVAL_CODE_TIMEOUT_S`` | ``10`` | wall-clock limit of one generated program's unit test |
+| ``ACME_EVAL_GPU_LEASE_TIMEOUT_S`` | ``21600`` | how long an inference step waits for a free GPU of its node |
+| ``ACME_EVAL_GPU_POOL`` | ``acme_eval_gpu`` | Airflow pool of inference tasks (size: 2 × GPU slots, see warm start) |
+| ``ACME_EVAL_CPU_POOL`` | ``acme_eval_cpu`` | Airflow pool of metric tasks (size: CPU cores given to metrics) |
+| ``ACME_EVAL_NODE_NAMES`` | (none) | kubernetes: node names for plan nodes 0, 1, … (comma-separated) |
+| ``ACME_EVAL_IMAGE`` | the GPU pod default | kubernetes: image with this project installed (``python -m acme.evaluation.pod_main``) |
+| ``ACME_EVAL_POD_POLL_S`` | ``5`` | kubernetes: how often the operator polls a pod |
+
+The Kubernetes namespace and connection are the GPU pod operator's (``ACME_GPU_POD_NAMESPACE``,
+``ACME_GPU_POD_KUBERNETES_CONN_ID``).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from acme.errors import ConfigError
+
+BACKENDS = ("local", "kubernetes")
+
+
+def _env(name: str, default: str) -> str:
+    return os.environ.get(name, "").strip() or default
+
+
+def _positive(name: str, default: str) -> float:
+    raw = _env(name, default)
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ConfigError(f"{name}={raw!r} is not a number") from None
+    if not value > 0:
+        raise ConfigError(f"{name}={raw!r} must be positive")
+    return value
+
+
+def backend() -> str:
+    """Where trial steps run: ``local`` (worker processes, CPU) or ``kubernetes`` (GPU pods)."""
+    value = _env("ACME_EVAL_BACKEND", "local").lower()
+    if value not in BACKENDS:
+        raise ConfigError(f"ACME_EVAL_BACKEND={value!r} must be one of {', '.join(BACKENDS)}")
+    return value
+
+
+def shm_dir() -> Path:
+    """Node shared-memory folder the precursor fills and trials load from."""
+    return Path(_env("ACME_EVAL_SHM_DIR", "/dev/shm/acme-models"))
+
+
+def data_dir() -> Path:
+    """Folder of the evaluation datasets (``<dataset>.jsonl``)."""
+    from acme.config import include_dir
+
+    return Path(_env("ACME_EVAL_DATA_DIR", str(include_dir() / "eval" / "tiny")))
+
+
+def gpus_per_node() -> int:
+    value = _positive("ACME_EVAL_GPUS_PER_NODE", "8")
+    if value != int(value):
+        raise ConfigError(f"ACME_EVAL_GPUS_PER_NODE={value!r} must be a whole number")
+    return int(value)
+
+
+def code_timeout_s() -> float:
+    return _positive("ACME_EVAL_CODE_TIMEOUT_S", "10")
+
+
+def gpu_lease_timeout_s() -> float:
+    return _positive("ACME_EVAL_GPU_LEASE_TIMEOUT_S", "21600")
+
+
+def gpu_pool() -> str:
+    return _env("ACME_EVAL_GPU_POOL", "acme_eval_gpu")
+
+
+def cpu_pool() -> str:
+    return _env("ACME_EVAL_CPU_POOL", "acme_eval_cpu")
+
+
+def node_names(nodes: int) -> list[str]:
+    """Kubernetes node names of plan nodes ``0..nodes-1`` (``ACME_EVAL_NODE_NAMES``)."""
+    names = [n.strip() for n in _env("ACME_EVAL_NODE_NAMES", "").split(",") if n.strip()]
+    if len(names) < nodes:
+        raise ConfigError(
+            f"ACME_EVAL_NODE_NAMES lists {len(names)} node(s) but the plan uses {nodes}: "
+            "name one Kubernetes node per plan node"
+        )
+    return names[:nodes]
+
+
+def image() -> str | None:
+    return os.environ.get("ACME_EVAL_IMAGE", "").strip() or None
+
+
+def pod_poll_s() -> float:
+    return _positive("ACME_EVAL_POD_POLL_S", "5")

@@ -1,0 +1,134 @@
+"""A tiny deterministic "model" for running the evaluation data path on a CPU.
+
+What matters in a CPU test is the path a real checkpoint takes — remote storage → node shared
+memory (once) → loaded by every trial → outputs in the lake → metrics on the CPU — not the model.
+So this model is a lookup table saved as a PyTorch checkpoint (``torch.save``, read back with
+``weights_only=True``): it maps the SHA-256 of a prompt to a generation (``match``, ``code_exec``)
+or to a loglikelihood score (``ppl``: the option it believes gets 0, the others −10). A ``filler``
+tensor stands in for weights so the copy and the load move real bytes. Prompts it does not know get
+an empty answer (or −10 for every option), as a model that has not learned them would.
+
+``build_tiny_checkpoint`` makes one from ``include/eval/tiny/tiny_model_answers.jsonl``, whose
+answers are partly wrong on purpose (``include/eval/tiny/SOURCES.md`` says which).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+from acme.errors import InputError
+from acme.evaluation.datasets import prompts_for, read_samples, sample_id
+
+CHECKPOINT_FORMAT = "acme.evaluation.tiny-lookup-model/1"
+UNKNOWN_SCORE = -10.0
+
+
+def prompt_key(prompt: str) -> str:
+    return hashlib.sha256(prompt.encode()).hexdigest()
+
+
+def build_tiny_checkpoint(
+    out_path: str | Path,
+    data_dir: Path,
+    suite_datasets: dict[str, str],
+    answers_file: Path | None = None,
+    filler_bytes: int = 4 << 20,
+) -> Path:
+    """Write a lookup checkpoint answering the samples of ``suite_datasets`` ({name: metric kind})."""
+    import torch
+
+    answers_file = answers_file or Path(data_dir) / "tiny_model_answers.jsonl"
+    wanted: dict[tuple[str, str], Any] = {}
+    for number, line in enumerate(Path(answers_file).read_text().splitlines(), start=1):
+        if line.strip():
+            try:
+                row = json.loads(line)
+                wanted[(row["dataset"], str(row["id"]))] = row["answer"]
+            except (json.JSONDecodeError, KeyError, TypeError) as exc:
+                raise InputError(str(answers_file), f"bad answer row ({exc})", line=number) from None
+    generations: dict[str, str] = {}
+    scores: dict[str, float] = {}
+    for dataset, kind in suite_datasets.items():
+        samples = read_samples(data_dir, dataset, kind, 0, _count(data_dir, dataset))
+        for sample in samples:
+            answer = wanted.get((dataset, sample_id(sample)))
+            if answer is None:
+                continue
+            prompts = prompts_for(sample, kind)
+            if kind == "ppl":
+                for index, prompt in enumerate(prompts):
+                    scores[prompt_key(prompt)] = 0.0 if index == int(answer) else UNKNOWN_SCORE
+            else:
+                generations[prompt_key(prompts[0])] = str(answer)
+    generator = torch.Generator().manual_seed(0)
+    checkpoint = {
+        "format": CHECKPOINT_FORMAT,
+        "generations": generations,
+        "scores": scores,
+        "filler": torch.rand(max(1, filler_bytes // 4), generator=generator, dtype=torch.float32),
+    }
+    out_path = Path(out_path)
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    torch.save(checkpoint, out_path)
+    return out_path
+
+
+def _count(data_dir: Path, dataset: str) -> int:
+    path = Path(data_dir) / f"{dataset}.jsonl"
+    try:
+        return sum(1 for line in path.read_text().splitlines() if line.strip())
+    except FileNotFoundError:
+        raise InputError(str(path), f"no data for dataset {dataset!r}") from None
+
+
+class TinyLookupModel:
+    """The loaded checkpoint: ``generate`` for generation datasets, ``loglikelihood`` for options."""
+
+    def __init__(self, checkpoint: dict[str, Any], source: str):
+        if checkpoint.get("format") != CHECKPOINT_FORMAT:
+            raise InputError(source, f"not a {CHECKPOINT_FORMAT} checkpoint")
+        self.generations: dict[str, str] = checkpoint["generations"]
+        self.scores: dict[str, float] = checkpoint["scores"]
+        self.filler = checkpoint["filler"]
+
+    @classmethod
+    def load(cls, path: str | Path) -> TinyLookupModel:
+        import torch
+
+        try:
+            checkpoint = torch.load(path, map_location="cpu", weights_only=True)
+        except (OSError, RuntimeError) as exc:
+            raise InputError(str(path), f"cannot load the checkpoint ({exc})") from None
+        return cls(checkpoint, str(path))
+
+    def generate(self, prompt: str) -> str:
+        return self.generations.get(prompt_key(prompt), "")
+
+    def loglikelihood(self, prompt: str) -> float:
+        return float(self.scores.get(prompt_key(prompt), UNKNOWN_SCORE))
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m acme.evaluation.tiny_model OUT.pt``: a checkpoint for the bundled tiny suite (demo runs)."""
+    import argparse
+
+    from acme.evaluation import settings
+    from acme.evaluation.evaluation_run import resolve_suite_path
+    from acme.evaluation.suite import read_suite
+
+    parser = argparse.ArgumentParser(prog="python -m acme.evaluation.tiny_model", description=main.__doc__)
+    parser.add_argument("output", type=Path)
+    args = parser.parse_args(argv)
+    suite = read_suite(resolve_suite_path("tiny"))
+    path = build_tiny_checkpoint(
+        args.output, settings.data_dir(), {d.name: d.metric_kind for d in suite.datasets}
+    )
+    print(json.dumps({"checkpoint": str(path), "bytes": path.stat().st_size}))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
