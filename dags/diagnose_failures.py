@@ -40,7 +40,7 @@ RECOVERY_DAG_ID = "recover_training"
     catchup=False,
     max_active_runs=config.max_active_runs(),
     default_args=DEFAULT_ARGS,
-    tags=[Tag.NIGHTLY, Tag.JOBS, "diagnosis"],
+    tags=[Tag.NIGHTLY, Tag.JOBS, Tag.DIAGNOSIS],
     doc_md=__doc__,
     params={
         "cluster": Param("all", type="string", title="Cluster", description="A configured cluster, or all."),

@@ -33,7 +33,7 @@ from airflow.sdk import Param, dag, get_current_context, task, task_group
 
 from acme.evaluation import settings
 from acme_airflow.assets import CHECKPOINTS
-from acme_airflow.defaults import DEFAULT_ARGS
+from acme_airflow.defaults import DEFAULT_ARGS, Tag
 
 
 @dag(
@@ -43,7 +43,7 @@ from acme_airflow.defaults import DEFAULT_ARGS
     catchup=False,
     max_active_runs=2,
     default_args=DEFAULT_ARGS,
-    tags=["evaluation"],
+    tags=[Tag.EVALUATION],
     doc_md=__doc__,
     params={
         "model_location": Param(

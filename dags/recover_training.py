@@ -27,7 +27,7 @@ from datetime import UTC, datetime
 
 from airflow.sdk import Param, dag, get_current_context, task
 
-from acme_airflow.defaults import DEFAULT_ARGS
+from acme_airflow.defaults import DEFAULT_ARGS, Tag
 
 PARAMS = {
     "cluster": Param("seren", type="string", title="Cluster", description="The cluster the job ran on."),
@@ -69,7 +69,7 @@ PARAMS = {
     catchup=False,
     max_active_runs=8,
     default_args=DEFAULT_ARGS,
-    tags=["recovery", "training"],
+    tags=[Tag.RECOVERY, Tag.TRAINING],
     doc_md=__doc__,
     params=PARAMS,
 )

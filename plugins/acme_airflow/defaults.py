@@ -19,3 +19,8 @@ class Tag(StrEnum):
     JOBS = "jobs"
     METRICS = "metrics"
     NIGHTLY = "nightly"
+    REPORT = "report"
+    DIAGNOSIS = "diagnosis"
+    RECOVERY = "recovery"
+    TRAINING = "training"
+    EVALUATION = "evaluation"
