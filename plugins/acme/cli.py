@@ -86,9 +86,14 @@ def build_parser() -> argparse.ArgumentParser:
     compress.add_argument("-o", "--output", required=True)
     compress.set_defaults(handler=_compress)
 
-    diagnose = commands.add_parser("diagnose", help="root cause of a failed job from its log (offline rules)")
+    diagnose = commands.add_parser(
+        "diagnose", help="root cause of a failed job from its log (rules, then past cases with --lake)"
+    )
     diagnose.add_argument("log")
     diagnose.add_argument("--job", help="job metadata as JSON (or a JSON file)")
+    diagnose.add_argument(
+        "--lake", help="also use the lake's learned rules and similar past cases (read only)"
+    )
     diagnose.set_defaults(handler=_diagnose)
 
     locate = commands.add_parser(
@@ -115,6 +120,20 @@ def build_parser() -> argparse.ArgumentParser:
     )
     plan.add_argument("--seed", type=int, default=0)
     plan.set_defaults(handler=_plan_eval)
+
+    report = commands.add_parser(
+        "report", help="characterization report (the paper's figures and tables) of a cluster and period"
+    )
+    report.add_argument("--lake", help="lake root (default: ACME_LAKE_URI or ./lake)")
+    report.add_argument("--cluster", required=True)
+    report.add_argument("--period", required=True, help="a month YYYY-MM, a UTC day YYYY-MM-DD, or all")
+    report.add_argument(
+        "--definition",
+        choices=["run", "paper"],
+        help="run time: end-start (run) or the source's duration (paper)",
+    )
+    report.add_argument("-o", "--output", help="local folder for the report (default: reports/ in the lake)")
+    report.set_defaults(handler=_report)
     return parser
 
 
@@ -195,9 +214,9 @@ def _compress(args: argparse.Namespace) -> dict:
 
 
 def _diagnose(args: argparse.Namespace) -> dict:
-    from acme.diagnosis.rules import diagnose_cli
+    from acme.diagnosis.diagnose_cli import diagnose_log_cli
 
-    return diagnose_cli(args.log, args.job)
+    return diagnose_log_cli(args.log, args.job, args.lake)
 
 
 def _locate_faults(args: argparse.Namespace) -> dict:
@@ -214,6 +233,13 @@ def _plan_eval(args: argparse.Namespace) -> dict:
     return plan_eval_cli(
         suite, args.nodes, args.gpus_per_node, args.model_size, args.simulate, args.prior_error, args.seed
     )
+
+
+def _report(args: argparse.Namespace) -> dict:
+    from acme.lake import open_lake
+    from acme.report.build import build_report
+
+    return build_report(open_lake(args.lake), args.cluster, args.period, args.output, args.definition)
 
 
 def _synth_trace(args: argparse.Namespace) -> dict:

@@ -1,0 +1,106 @@
+"""Build and publish reports; plan which reports a pipeline run refreshes.
+
+``build_report`` is what the command line and the ``characterize`` DAG call: query, draw, write
+the report, refresh the index. Its result is the manifest the command line prints.
+"""
+
+from __future__ import annotations
+
+from datetime import date
+from typing import TYPE_CHECKING, Any
+
+from acme.report import settings
+from acme.report.periods import Period, month_of, parse_period, previous_month
+
+if TYPE_CHECKING:
+    from acme.lake import Lake
+
+
+def build_report(
+    lake: Lake,
+    cluster: str,
+    period: str | Period,
+    out_dir: str | None = None,
+    definition: str | None = None,
+    write_index: bool = True,
+) -> dict[str, Any]:
+    """Characterize ``cluster`` over ``period`` from ``lake``; publish under ``reports/`` of the lake,
+    or under the local folder ``out_dir`` when given. Returns ``{"index", "report", "figures",
+    "tables", "summary"}`` where ``index`` is the page listing every report (refreshed unless
+    ``write_index`` is false: the DAG writes it once after all its reports)."""
+    from acme.lake import Lake as LakeClass
+    from acme.report.characterize import characterize
+    from acme.report.figures import render_figures
+    from acme.report.publish import ReportWriter
+
+    period = period if isinstance(period, Period) else parse_period(period)
+    definition = definition or settings.definition()
+    if definition not in settings.DEFINITIONS:
+        from acme.errors import ConfigError
+
+        raise ConfigError(
+            f"run-time definition {definition!r} must be one of {', '.join(settings.DEFINITIONS)}"
+        )
+    report = characterize(lake, cluster, period, definition)
+    pngs = render_figures(report)
+    writer = ReportWriter(LakeClass(out_dir), prefix="") if out_dir else ReportWriter(lake)
+    manifest = writer.write_report(report, pngs)
+    index = writer.write_index() if write_index else writer.lake.url(writer.key("index.html"))
+    return {
+        "index": index,
+        "report": manifest["index"],
+        **{k: manifest[k] for k in ("figures", "tables", "summary")},
+    }
+
+
+def cluster_days(lake: Lake, cluster: str) -> list[date]:
+    """The submit days the lake holds job partitions for."""
+    from acme.report.queries import partition_day
+
+    return sorted(
+        {
+            date.fromisoformat(partition_day(k))
+            for k in lake.list(f"jobs/cluster={cluster}")
+            if k.endswith("/jobs.parquet")
+        }
+    )
+
+
+def plan_reports(
+    lake: Lake,
+    clusters: list[str],
+    ingested: list[dict[str, str]],
+    run_day: date,
+    period: str | None = None,
+) -> list[dict[str, str]]:
+    """The (cluster, period) reports a run refreshes, only where the lake has jobs for them.
+
+    - ``period`` given (a manual run): that period for each cluster;
+    - after ingests (``ingested``: the Asset events' ``{"cluster", "day"}``): each ingested day,
+      its month and the whole history of that cluster;
+    - otherwise (the monthly schedule): the month before ``run_day`` and the whole history.
+    """
+    wanted: set[tuple[str, str]] = set()
+    if period:
+        parse_period(period)
+        wanted = {(c, period) for c in clusters}
+    elif ingested:
+        for event in ingested:
+            if event.get("cluster") in clusters and event.get("day"):
+                day = date.fromisoformat(event["day"])
+                wanted |= {
+                    (event["cluster"], day.isoformat()),
+                    (event["cluster"], month_of(day).label),
+                    (event["cluster"], "all"),
+                }
+    else:
+        month = previous_month(run_day).label
+        wanted = {(c, p) for c in clusters for p in (month, "all")}
+    plans = []
+    for cluster in sorted({c for c, _ in wanted}):
+        days = cluster_days(lake, cluster)
+        for label in sorted(p for c, p in wanted if c == cluster):
+            chosen = parse_period(label)
+            if any(chosen.contains(d) for d in days):
+                plans.append({"cluster": cluster, "period": label})
+    return plans

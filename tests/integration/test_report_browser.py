@@ -1,0 +1,225 @@
+"""A real headless Chromium (Debian's package) opens the report index and one report: every image
+loads, no console error or exception, and a screenshot of each page is kept in test-artifacts/.
+
+The pages are served by a loopback http.server the test starts and stops; Chromium is driven over
+the DevTools protocol (websocket-client) and stopped in a finally.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import functools
+import http.server
+import json
+import os
+import shutil
+import subprocess
+import threading
+import time
+import urllib.request
+from datetime import date
+from pathlib import Path
+
+import pytest
+
+from acme.ingest_jobs import JobInput, ingest_job_file
+from acme.lake import Lake
+from acme.report.build import build_report
+from tests.integration.conftest import free_port
+
+pytestmark = pytest.mark.integration
+
+ROOT = Path(__file__).resolve().parents[2]
+ARTIFACTS = ROOT / "test-artifacts"
+
+
+def ensure_chromium() -> str:
+    """Debian's chromium, installed with apt-get when missing."""
+    found = shutil.which("chromium")
+    if found:
+        return found
+    install = ["apt-get", "install", "-y", "--no-install-recommends", "chromium"]
+    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+    if subprocess.run(install, env=env, capture_output=True).returncode != 0:
+        subprocess.run(["apt-get", "update"], env=env, check=True, capture_output=True)
+        subprocess.run(install, env=env, check=True, capture_output=True)
+    return shutil.which("chromium")
+
+
+@pytest.fixture(scope="module")
+def report_site(tmp_path_factory) -> Path:
+    """Two reports (one with telemetry) and their index in a local folder."""
+    from acme.metrics.ingest import ingest_metrics_file
+    from acme.metrics.synth import write_synth_metrics
+
+    folder = tmp_path_factory.mktemp("browser")
+    lake = Lake(str(folder / "lake"))
+    for cluster in ("seren", "kalos"):
+        for day in ("2023-07-01", "2023-07-02"):
+            path = ROOT / "include" / "sample_data" / "jobs" / cluster / f"{day}.csv"
+            ingest_job_file(lake, JobInput(cluster, "acmetrace", str(path)), path)
+    write_synth_metrics("seren", 1, date(2023, 7, 1), 1, "acmetrace-csv", folder / "metrics", seed=2)
+    ingest_metrics_file(lake, "acmetrace-csv", "seren", str(folder / "metrics"), date(2023, 7, 1))
+    site = folder / "site"
+    build_report(lake, "seren", "2023-07", out_dir=str(site))
+    build_report(lake, "kalos", "all", out_dir=str(site))
+    return site
+
+
+@contextlib.contextmanager
+def serve(folder: Path):
+    """A loopback HTTP server for ``folder``; shut down on exit."""
+    handler = functools.partial(QuietHandler, directory=str(folder))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", free_port()), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=10)
+
+
+class QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args) -> None:
+        pass
+
+
+@contextlib.contextmanager
+def headless_chromium(binary: str, profile: Path):
+    """Chromium with a DevTools port; the process is stopped (TERM, then KILL) in a finally."""
+    port = free_port()
+    process = subprocess.Popen(
+        [binary, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+         "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-dev-shm-usage",
+         f"--user-data-dir={profile}", f"--remote-debugging-port={port}", "--remote-debugging-address=127.0.0.1",
+         "--window-size=1280,900", "about:blank"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/json/version", timeout=2) as answer:
+                    json.load(answer)
+                break
+            except OSError:
+                if time.monotonic() > deadline or process.poll() is not None:
+                    raise RuntimeError("chromium did not open its DevTools port") from None
+                time.sleep(0.2)
+        yield port
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, 9)
+            process.wait(timeout=20)
+
+
+class DevTools:
+    """A minimal DevTools-protocol client of one page: commands, and the events seen so far."""
+
+    def __init__(self, port: int):
+        import websocket
+
+        request = urllib.request.Request(f"http://127.0.0.1:{port}/json/new?about:blank", method="PUT")
+        with urllib.request.urlopen(request, timeout=10) as answer:
+            target = json.load(answer)
+        self.socket = websocket.create_connection(
+            target["webSocketDebuggerUrl"], timeout=60, suppress_origin=True
+        )
+        self.next_id = 0
+        self.events: list[dict] = []
+
+    def call(self, method: str, **params) -> dict:
+        self.next_id += 1
+        self.socket.send(json.dumps({"id": self.next_id, "method": method, "params": params}))
+        while True:
+            message = json.loads(self.socket.recv())
+            if message.get("id") == self.next_id:
+                if "error" in message:
+                    raise RuntimeError(f"{method}: {message['error']}")
+                return message["result"]
+            self.events.append(message)
+
+    def wait_for(self, event: str, timeout_s: float = 60) -> dict:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            message = json.loads(self.socket.recv())
+            self.events.append(message)
+            if message.get("method") == event:
+                return message
+        raise TimeoutError(event)
+
+    def open(self, url: str) -> None:
+        self.call("Page.navigate", url=url)
+        self.wait_for("Page.loadEventFired")
+
+    def evaluate(self, expression: str):
+        result = self.call("Runtime.evaluate", expression=expression, returnByValue=True, awaitPromise=True)
+        return result["result"].get("value")
+
+    def screenshot(self, path: Path) -> None:
+        data = self.call("Page.captureScreenshot", format="png", captureBeyondViewport=True)["data"]
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(base64.b64decode(data))
+
+    def problems(self) -> list[str]:
+        """Console errors, uncaught exceptions and failed loads reported so far."""
+        found = []
+        for event in self.events:
+            method, params = event.get("method"), event.get("params", {})
+            if method == "Runtime.exceptionThrown":
+                found.append(f"exception: {params['exceptionDetails'].get('text')}")
+            elif method == "Runtime.consoleAPICalled" and params.get("type") in ("error", "assert"):
+                found.append(f"console.{params['type']}: {params.get('args')}")
+            elif method == "Log.entryAdded" and params["entry"].get("level") == "error":
+                found.append(f"log: {params['entry'].get('text')} {params['entry'].get('url', '')}")
+        return found
+
+    def close(self) -> None:
+        self.socket.close()
+
+
+IMAGES = "Array.from(document.images).map(i => ({src: i.src, complete: i.complete, width: i.naturalWidth}))"
+
+
+def test_index_and_a_report_load_every_image_without_console_errors(report_site):
+    binary = ensure_chromium()
+    with serve(report_site) as base, headless_chromium(binary, report_site.parent / "profile") as port:
+        page = DevTools(port)
+        try:
+            for domain in ("Page", "Runtime", "Log"):
+                page.call(f"{domain}.enable")
+            page.open(f"{base}/index.html")
+            links = page.evaluate(
+                "Array.from(document.querySelectorAll('td a')).map(a => a.getAttribute('href'))"
+            )
+            assert sorted(links) == [
+                "cluster=kalos/period=all/index.html",
+                "cluster=seren/period=2023-07/index.html",
+            ]
+            page.screenshot(ARTIFACTS / "report_index.png")
+
+            page.open(f"{base}/cluster=seren/period=2023-07/index.html")
+            images = page.evaluate(IMAGES)
+            assert len(images) >= 10
+            broken = [image["src"] for image in images if not image["complete"] or image["width"] == 0]
+            assert broken == []
+            title = page.evaluate("document.querySelector('h1').textContent")
+            assert title == "Characterization of seren: month 2023-07"
+            findings = page.evaluate(
+                "Array.from(document.querySelectorAll('.finding')).map(f => f.textContent)"
+            )
+            assert len(findings) == 12 and all(len(f) > 10 for f in findings)
+            page.screenshot(ARTIFACTS / "report_seren_2023-07.png")
+            back = page.evaluate("document.querySelector('.links a').getAttribute('href')")
+            assert back == "../../index.html"
+            assert page.problems() == []
+        finally:
+            page.close()
+    for name in ("report_index.png", "report_seren_2023-07.png"):
+        assert (ARTIFACTS / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
