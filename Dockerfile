@@ -1,5 +1,25 @@
-# The project's Airflow image: the official Airflow 3 image plus the pinned dependency set.
+# The project's Airflow image: the official Airflow 3 image plus the pinned dependency set and the
+# project's code. docker-compose.yaml builds it and mounts dags/, plugins/ and include/ over the
+# baked-in copies; workers on other machines or Kubernetes pods can run the image as it is.
 FROM apache/airflow:3.3.2-python3.11
+
+# ssh: Slurm over SSH (live sacct on a login node, recovery's srun/scontrol).
+USER root
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends openssh-client \
+ && rm -rf /var/lib/apt/lists/*
+USER airflow
+
 COPY requirements.txt constraints.txt /opt/acme/
 RUN pip install --no-cache-dir -r /opt/acme/requirements.txt -c /opt/acme/constraints.txt \
  && pip install --no-cache-dir --no-deps drain3==0.9.11 jsonpickle==1.5.1
+
+COPY --chown=airflow:0 dags/ /opt/airflow/dags/
+COPY --chown=airflow:0 plugins/ /opt/airflow/plugins/
+COPY --chown=airflow:0 include/ /opt/airflow/include/
+# The api-server's password file (written by airflow-init) lives in a volume mounted here.
+RUN mkdir -p /opt/airflow/auth
+# `python -m acme` (the command line) finds the domain package without Airflow's plugin loader.
+ENV PYTHONPATH=/opt/airflow/plugins \
+    ACME_INCLUDE_DIR=/opt/airflow/include \
+    GX_ANALYTICS_ENABLED=false

@@ -21,6 +21,7 @@ export ACME_LAKE_URI ?= $(CURDIR)/lake
 DEMO_DAYS := 2023-07-01 2023-07-02 2023-07-03
 
 .PHONY: help setup demo test lint bench clean
+.PHONY: stack stack-down up down
 
 help:
 	@echo "make demo   - set up (.venv, Airflow on SQLite) and run the nightly DAG on the bundled days"
@@ -87,3 +88,20 @@ bench: $(STAMP)
 
 clean:
 	rm -rf $(AIRFLOW_HOME) .airflow-test lake
+
+# The production topology from the venv (stack/stack.py): api-server, scheduler, dag-processor,
+# triggerer and a Celery worker on 127.0.0.1, Postgres and Redis of this machine, a loopback S3.
+stack: $(STAMP)
+	$(PY) stack/stack.py up
+
+stack-down:
+	$(PY) stack/stack.py down
+
+# The containers (docker-compose.yaml); needs .env with its secrets (cp .env.example .env).
+COMPOSE ?= $(shell docker compose version >/dev/null 2>&1 && echo "docker compose" || echo docker-compose)
+up:
+	@test -f .env || { echo "make up: copy .env.example to .env and fill in its secrets" >&2; exit 1; }
+	$(COMPOSE) up -d
+
+down:
+	$(COMPOSE) down

@@ -1,0 +1,240 @@
+"""Backfill benchmark on the local production stack (``stack/stack.py``; issue 7).
+
+A synthesized Kalos-scale trace (``acme.synth.trace``, the release's daily volume at ``--scale 1``,
+seed 7, one AcmeTrace CSV per UTC day, made once and kept in ``benchmarks/.data/``) is configured
+as the only cluster (a clusters file passed as ``ACME_CLUSTERS_FILE``). A fresh stack — Celery
+worker over Redis, Postgres metadata DB, lake on the loopback S3 server — runs
+``airflow backfill create`` over the 30 days. Measured: wall time from the backfill's creation to
+the end of its last run, runs per minute, and the peak memory of the whole stack (the RSS of every
+process of its process groups, summed, sampled every 0.5 s). Afterwards every day's partition is
+read back from S3 and compared with its input (each job exactly once).
+
+Parallelism is stated in the results: ``[core] parallelism``, Celery worker concurrency, the
+backfill's ``--max-active-runs``. The stack is stopped and its database dropped at the end, also on
+failure.
+
+Results go to benchmarks/results/stack_backfill.json.
+Usage: python benchmarks/bench_stack_backfill.py [--days 30] [--max-active-runs 4] [--concurrency 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+import uuid
+from datetime import date, datetime, timedelta
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "plugins"))
+
+from stack.stack import StackSettings, down, stack_env, stack_rss_bytes, up  # noqa: E402
+
+DATA = ROOT / "benchmarks" / ".data"
+START = date(2023, 7, 1)
+SEED = 7
+AIRFLOW = str(Path(sys.executable).with_name("airflow"))
+
+
+def kalos_trace(days: int, scale: float) -> Path:
+    folder = DATA / f"kalos_{START.isoformat()}_{days}d_x{scale:g}_seed{SEED}"
+    if not (folder / f"{(START + timedelta(days=days - 1)).isoformat()}.csv").exists():
+        from acme.synth.trace import write_synth_trace
+
+        write_synth_trace("kalos", START, days, folder, scale=scale, seed=SEED, per_day=True)
+    return folder
+
+
+def free_redis_db() -> int:
+    import redis
+
+    for number in range(15, 7, -1):
+        if redis.Redis(host="127.0.0.1", port=6379, db=number).dbsize() == 0:
+            return number
+    raise SystemExit("no empty Redis DB between 8 and 15")
+
+
+class Api:
+    def __init__(self, settings: StackSettings):
+        self.base = stack_env(settings)["AIRFLOW__API__BASE_URL"]
+        body = self.call("POST", "/auth/token", {"username": "admin", "password": settings.password})
+        self.token = body["access_token"]
+
+    def call(self, method: str, path: str, body: dict | None = None) -> dict:
+        headers = {"Content-Type": "application/json"}
+        if getattr(self, "token", None):
+            headers["Authorization"] = f"Bearer {self.token}"
+        data = None if body is None else json.dumps(body).encode()
+        request = urllib.request.Request(self.base + path, data=data, method=method, headers=headers)
+        with urllib.request.urlopen(request, timeout=60) as response:
+            return json.loads(response.read() or b"{}")
+
+
+class RssSampler(threading.Thread):
+    """Peak of the stack's summed RSS, sampled every ``period_s``."""
+
+    def __init__(self, settings: StackSettings, period_s: float = 0.5):
+        super().__init__(daemon=True)
+        self.settings, self.period_s = settings, period_s
+        self.peak = self.samples = 0
+        self.load: list[float] = []  # 1-minute load average: the machine is shared and noisy
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        while not self.stop.is_set():
+            self.peak = max(self.peak, stack_rss_bytes(self.settings))
+            self.samples += 1
+            self.load.append(os.getloadavg()[0])
+            self.stop.wait(self.period_s)
+
+
+def count_published(settings: StackSettings, day: str) -> tuple[int, int]:
+    import boto3
+    import pyarrow.parquet as pq
+
+    env = stack_env(settings)
+    client = boto3.client(
+        "s3",
+        endpoint_url=env["AWS_ENDPOINT_URL_S3"],
+        aws_access_key_id=env["AWS_ACCESS_KEY_ID"],
+        aws_secret_access_key=env["AWS_SECRET_ACCESS_KEY"],
+        region_name="us-east-1",
+    )
+    key = f"lake/jobs/cluster=kalos/date={day}/jobs.parquet"
+    ids = pq.read_table(io.BytesIO(client.get_object(Bucket=settings.bucket, Key=key)["Body"].read()))
+    ids = ids["job_id"].to_pylist()
+    return len(ids), len(set(ids))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--days", type=int, default=30)
+    parser.add_argument("--scale", type=float, default=1.0)
+    parser.add_argument("--max-active-runs", type=int, default=4)
+    parser.add_argument("--parallelism", type=int, default=4)
+    parser.add_argument("--concurrency", type=int, default=2, help="Celery worker concurrency")
+    args = parser.parse_args()
+
+    trace = kalos_trace(args.days, args.scale)
+    days = [(START + timedelta(days=i)).isoformat() for i in range(args.days)]
+    input_rows = {d: len((trace / f"{d}.csv").read_text().splitlines()) - 1 for d in days}
+    work = Path(tempfile.mkdtemp(prefix="acme-bench-stack-"))
+    clusters = work / "clusters.yaml"
+    clusters.write_text(
+        f'clusters:\n  kalos:\n    jobs:\n      format: acmetrace\n      input: "{trace}/{{ds}}.csv"\n'
+    )
+    settings = StackSettings(
+        home=work / "stack",
+        password="bench-password",
+        database=f"acme_stack_bench_{uuid.uuid4().hex[:8]}",
+        redis_db=free_redis_db(),
+        parallelism=args.parallelism,
+        worker_concurrency=args.concurrency,
+        max_active_runs=args.max_active_runs,
+        extra_env={
+            "ACME_CLUSTERS_FILE": str(clusters),
+            # Only the backfill's runs: other DAGs stay paused and the scheduler creates no
+            # scheduled (cron or Asset) runs of its own.
+            "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "True",
+            "AIRFLOW__SCHEDULER__USE_JOB_SCHEDULE": "False",
+        },
+    )
+    try:
+        started = time.monotonic()
+        up(settings)
+        startup_s = time.monotonic() - started
+        api = Api(settings)
+        deadline = time.monotonic() + 300
+        while True:
+            try:
+                api.call("PATCH", "/api/v2/dags/ingest_job_traces", {"is_paused": False})
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(2)
+        idle_rss = stack_rss_bytes(settings)
+        sampler = RssSampler(settings)
+        sampler.start()
+        began = time.monotonic()
+        created = subprocess.run(
+            [AIRFLOW, "backfill", "create", "--dag-id", "ingest_job_traces", "--from-date", days[0],
+             "--to-date", days[-1], "--max-active-runs", str(args.max_active_runs)],
+            env={**os.environ, **stack_env(settings)}, capture_output=True, text=True, timeout=300,
+        )  # fmt: skip
+        if created.returncode != 0:
+            raise SystemExit(f"backfill create failed: {created.stderr[-2000:]}")
+        most_running = 0
+        while True:
+            runs = api.call("GET", "/api/v2/dags/ingest_job_traces/dagRuns?run_type=backfill&limit=100")[
+                "dag_runs"
+            ]
+            most_running = max(most_running, sum(r["state"] == "running" for r in runs))
+            if len(runs) == len(days) and all(r["state"] in ("success", "failed") for r in runs):
+                break
+            if time.monotonic() - began > 3600:
+                raise SystemExit("the backfill did not finish within an hour")
+            time.sleep(1)
+        wall_s = time.monotonic() - began
+        sampler.stop.set()
+        sampler.join()
+        states = sorted({r["state"] for r in runs})
+        published = {d: count_published(settings, d) for d in days}
+        exact = all(published[d] == (input_rows[d], input_rows[d]) for d in days)
+        durations = sorted(
+            (datetime.fromisoformat(r["end_date"]) - datetime.fromisoformat(r["start_date"])).total_seconds()
+            for r in runs
+        )
+        result = {
+            "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
+            "trace": {
+                "cluster": "kalos",
+                "days": args.days,
+                "scale": args.scale,
+                "seed": SEED,
+                "jobs": sum(input_rows.values()),
+                "jobs_per_day_median": sorted(input_rows.values())[len(days) // 2],
+            },
+            "parallelism": {
+                "executor": "CeleryExecutor (1 worker)",
+                "core_parallelism": args.parallelism,
+                "worker_concurrency": args.concurrency,
+                "backfill_max_active_runs": args.max_active_runs,
+                "most_runs_seen_running": most_running,
+            },
+            "stack_startup_s": round(startup_s, 1),
+            "backfill_wall_s": round(wall_s, 1),
+            "runs": len(runs),
+            "run_states": states,
+            "runs_per_minute": round(len(runs) / (wall_s / 60), 2),
+            "run_duration_s": {"median": durations[len(durations) // 2], "max": durations[-1]},
+            "stack_rss_idle_mib": round(idle_rss / 2**20),
+            "stack_rss_peak_mib": round(sampler.peak / 2**20),
+            "rss_samples": sampler.samples,
+            "load_average_1m": {
+                "mean": round(sum(sampler.load) / len(sampler.load), 2),
+                "max": max(sampler.load),
+            },
+            "every_job_published_exactly_once": exact,
+        }
+        print(json.dumps(result, indent=1))
+        out = ROOT / "benchmarks" / "results" / "stack_backfill.json"
+        out.write_text(json.dumps(result, indent=1) + "\n")
+        if states != ["success"] or not exact:
+            raise SystemExit("the backfill did not publish every day exactly once")
+    finally:
+        down(settings, purge=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,551 @@
+"""The production topology on this machine, from the venv: ``up``, ``down``, ``status``.
+
+Starts a loopback S3 server (moto) for the lake, then Airflow's api-server, dag-processor,
+scheduler, triggerer and one Celery worker on 127.0.0.1, with the CeleryExecutor over Redis and
+a Postgres database of the running server as metadata DB and Celery result backend — the
+services of ``docker-compose.yaml``, minus the containers. Everything it starts is recorded in
+``<stack dir>/pids/`` (PID plus the kernel's start time, so a reused PID is never signalled) and
+logs to ``<stack dir>/logs/``; ``down`` stops exactly those process groups.
+
+``up`` is idempotent: it starts only what is not running (e.g. a worker that died) and waits until
+everything is healthy. ``<stack dir>/stack.env`` holds the environment for the Airflow CLI
+(``source .stack/stack.env && airflow dags list``). The settings come from ``ACME_STACK_*``
+variables (see ``StackSettings.from_env``); tests build their own ``StackSettings``.
+
+    .venv/bin/python stack/stack.py up|down [--purge]|status
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+# Start order: the lake and the API first, the worker last (it needs the API to run tasks).
+SERVICES = ("s3", "api-server", "dag-processor", "scheduler", "triggerer", "worker")
+STACK_USER = "admin"
+
+
+class StackError(RuntimeError):
+    """The stack could not be started or a service did not become healthy."""
+
+
+@dataclass(frozen=True)
+class StackSettings:
+    """Where the stack lives and which shared services (Postgres, Redis) it uses."""
+
+    home: Path
+    password: str
+    database: str = "acme_stack"
+    postgres: str = "postgres@127.0.0.1:5432"  # user@host:port; local trust authentication
+    redis: str = "127.0.0.1:6379"
+    redis_db: int = 5  # other Redis users on this host keep their own DB numbers
+    bucket: str = "acme-lake"
+    parallelism: int = 4  # task instances running at once across the stack
+    worker_concurrency: int = 2  # task processes per Celery worker (2 cores here)
+    max_active_runs: int = 4  # runs of one DAG at once (ACME_MAX_ACTIVE_RUNS)
+    retry_delay_s: int | None = None  # caps every task's retry delay (cluster policy); None = the DAGs' own
+    extra_env: dict[str, str] = field(default_factory=dict)  # further AIRFLOW__/ACME_ settings
+
+    @classmethod
+    def from_env(cls) -> StackSettings:
+        """``ACME_STACK_DIR`` (default ``.stack``), ``ACME_STACK_PASSWORD`` (the REST API password of
+        user ``admin``; default ``acme-stack``, the stack listens on loopback only),
+        ``ACME_STACK_DATABASE``, ``ACME_STACK_POSTGRES``, ``ACME_STACK_REDIS``, ``ACME_STACK_REDIS_DB``,
+        ``ACME_STACK_PARALLELISM``, ``ACME_STACK_WORKER_CONCURRENCY``, ``ACME_MAX_ACTIVE_RUNS``,
+        ``ACME_STACK_RETRY_DELAY_S``."""
+
+        def number(name: str, default: int | None) -> int | None:
+            raw = os.environ.get(name, "").strip()
+            if not raw:
+                return default
+            if not raw.isdigit():
+                raise StackError(f"{name}={raw!r} must be a non-negative integer")
+            return int(raw)
+
+        return cls(
+            home=Path(os.environ.get("ACME_STACK_DIR") or ROOT / ".stack").resolve(),
+            password=os.environ.get("ACME_STACK_PASSWORD") or "acme-stack",
+            database=os.environ.get("ACME_STACK_DATABASE") or "acme_stack",
+            postgres=os.environ.get("ACME_STACK_POSTGRES") or "postgres@127.0.0.1:5432",
+            redis=os.environ.get("ACME_STACK_REDIS") or "127.0.0.1:6379",
+            redis_db=number("ACME_STACK_REDIS_DB", 5),
+            parallelism=number("ACME_STACK_PARALLELISM", 4),
+            worker_concurrency=number("ACME_STACK_WORKER_CONCURRENCY", 2),
+            max_active_runs=number("ACME_MAX_ACTIVE_RUNS", 4),
+            retry_delay_s=number("ACME_STACK_RETRY_DELAY_S", None),
+        )
+
+    @property
+    def airflow_home(self) -> Path:
+        return self.home / "airflow"
+
+    @property
+    def logs(self) -> Path:
+        return self.home / "logs"
+
+    @property
+    def pids(self) -> Path:
+        return self.home / "pids"
+
+    @property
+    def sql_alchemy_conn(self) -> str:
+        return f"postgresql+psycopg2://{self.postgres}/{self.database}"
+
+
+# --- ports and secrets, kept across restarts ---------------------------------------------------
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def load_state(settings: StackSettings) -> dict[str, Any]:
+    """Ports and secrets of this stack, chosen at its first ``up`` and reused afterwards."""
+    path = settings.home / "state.json"
+    if path.exists():
+        return json.loads(path.read_text())
+    from cryptography.fernet import Fernet
+
+    state = {
+        "api_port": _free_port(),
+        "s3_port": _free_port(),
+        "jwt_secret": secrets.token_urlsafe(32),
+        "fernet_key": Fernet.generate_key().decode(),
+    }
+    settings.home.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(state, indent=1))
+    return state
+
+
+def api_url(settings: StackSettings) -> str:
+    return f"http://127.0.0.1:{load_state(settings)['api_port']}"
+
+
+def s3_endpoint(settings: StackSettings) -> str:
+    return f"http://127.0.0.1:{load_state(settings)['s3_port']}"
+
+
+def lake_uri(settings: StackSettings) -> str:
+    return f"s3://{settings.bucket}/lake"
+
+
+def stack_env(settings: StackSettings) -> dict[str, str]:
+    """Every setting the stack's processes (and the Airflow CLI pointed at it) run with."""
+    state = load_state(settings)
+    api, s3 = api_url(settings), s3_endpoint(settings)
+    host, port = settings.redis.split(":")
+    database_url = f"postgresql://{settings.postgres}/{settings.database}"
+    lake_connection = {
+        "conn_type": "aws",
+        "login": "stack",
+        "password": "stack-secret",
+        "extra": {"endpoint_url": s3, "region_name": "us-east-1"},
+    }
+    env = {
+        "AIRFLOW_HOME": str(settings.airflow_home),
+        "AIRFLOW__CORE__EXECUTOR": "CeleryExecutor",
+        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": settings.sql_alchemy_conn,
+        "AIRFLOW__CELERY__BROKER_URL": f"redis://{host}:{port}/{settings.redis_db}",
+        "AIRFLOW__CELERY__RESULT_BACKEND": f"db+{database_url}",
+        "AIRFLOW__CELERY__WORKER_CONCURRENCY": str(settings.worker_concurrency),
+        "AIRFLOW__CORE__PARALLELISM": str(settings.parallelism),
+        "AIRFLOW__CORE__DAGS_FOLDER": str(ROOT / "dags"),
+        "AIRFLOW__CORE__PLUGINS_FOLDER": str(ROOT / "plugins"),
+        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+        "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "False",
+        "AIRFLOW__CORE__FERNET_KEY": state["fernet_key"],
+        "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"{api}/execution/",
+        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": f"{STACK_USER}:admin",
+        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(settings.home / "passwords.json"),
+        "AIRFLOW__API__HOST": "127.0.0.1",
+        "AIRFLOW__API__PORT": str(state["api_port"]),
+        "AIRFLOW__API__BASE_URL": api,
+        "AIRFLOW__API_AUTH__JWT_SECRET": state["jwt_secret"],
+        "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "10",
+        "AIRFLOW__SCHEDULER__SCHEDULER_HEARTBEAT_SEC": "2",
+        "AIRFLOW_CONN_ACME_LAKE_S3": json.dumps(lake_connection),
+        "ACME_AWS_CONN_ID": "acme_lake_s3",
+        "ACME_LAKE_URI": lake_uri(settings),
+        "ACME_MAX_ACTIVE_RUNS": str(settings.max_active_runs),
+        # The command line (python -m acme lake-summary) reads the standard AWS environment.
+        "AWS_ACCESS_KEY_ID": lake_connection["login"],
+        "AWS_SECRET_ACCESS_KEY": lake_connection["password"],
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "AWS_ENDPOINT_URL_S3": s3,
+        "GX_ANALYTICS_ENABLED": "false",
+    }
+    env.update(settings.extra_env)
+    return env
+
+
+def write_config_files(settings: StackSettings) -> None:
+    """The REST API password, the optional retry cluster policy and ``stack.env`` for the CLI."""
+    for folder in (settings.airflow_home / "config", settings.logs, settings.pids):
+        folder.mkdir(parents=True, exist_ok=True)
+    (settings.home / "passwords.json").write_text(json.dumps({STACK_USER: settings.password}))
+    policy = settings.airflow_home / "config" / "airflow_local_settings.py"
+    if settings.retry_delay_s is None:
+        policy.unlink(missing_ok=True)
+    else:
+        # A cluster policy (Airflow imports airflow_local_settings from $AIRFLOW_HOME/config):
+        # tests and benchmarks that kill workers should not wait the DAGs' minutes-long backoff.
+        policy.write_text(
+            '"""Generated by stack/stack.py: caps every task\'s retry delay."""\n'
+            "from datetime import timedelta\n\n\n"
+            "def task_policy(task):\n"
+            f"    task.retry_delay = min(task.retry_delay, timedelta(seconds={settings.retry_delay_s}))\n"
+            "    task.retry_exponential_backoff = False\n"
+        )
+    lines = [f"export {name}={_shell_quote(value)}" for name, value in stack_env(settings).items()]
+    (settings.home / "stack.env").write_text("\n".join(lines) + "\n")
+
+
+def _shell_quote(value: str) -> str:
+    return "'" + value.replace("'", "'\"'\"'") + "'"
+
+
+# --- processes ----------------------------------------------------------------------------------
+
+
+def _start_ticks(pid: int) -> int | None:
+    """The kernel's start time of ``pid`` (clock ticks since boot), or None when it is gone or a zombie."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat[stat.rindex(")") + 2 :].split()
+    if fields[0] == "Z":
+        return None
+    return int(fields[19])
+
+
+def _reap(pid: int) -> None:
+    """Collect a child of this process that ended (so it is not left a zombie)."""
+    with contextlib.suppress(ChildProcessError):
+        os.waitpid(pid, os.WNOHANG)
+
+
+def service_pid(settings: StackSettings, name: str) -> int | None:
+    """PID of service ``name`` if the process this stack started is still that process and alive."""
+    record = settings.pids / f"{name}.json"
+    if not record.exists():
+        return None
+    started = json.loads(record.read_text())
+    _reap(started["pid"])
+    if _start_ticks(started["pid"]) != started["start_ticks"]:
+        return None
+    return started["pid"]
+
+
+def _command(settings: StackSettings, name: str) -> list[str]:
+    airflow = str(BIN / "airflow")
+    if name == "s3":
+        return [str(BIN / "moto_server"), "-H", "127.0.0.1", "-p", str(load_state(settings)["s3_port"])]
+    if name == "api-server":
+        return [airflow, "api-server", "--host", "127.0.0.1", "--port", str(load_state(settings)["api_port"])]
+    if name in ("scheduler", "triggerer"):
+        # The log servers bind every interface on fixed ports; every process here shares AIRFLOW_HOME/logs.
+        return [airflow, name, "--skip-serve-logs"]
+    if name == "dag-processor":
+        return [airflow, "dag-processor"]
+    if name == "worker":
+        return [
+            airflow, "celery", "worker", "--skip-serve-logs", "--without-gossip", "--without-mingle",
+            "--celery-hostname", f"acme-worker@{settings.database}",
+            "--concurrency", str(settings.worker_concurrency),
+        ]  # fmt: skip
+    raise StackError(f"unknown service {name!r}; services: {', '.join(SERVICES)}")
+
+
+def start_service(settings: StackSettings, name: str) -> int:
+    """Start ``name`` in its own process group (unless it runs already) and record its PID."""
+    running = service_pid(settings, name)
+    if running:
+        return running
+    log_path = settings.logs / f"{name}.log"
+    log_offset = log_path.stat().st_size if log_path.exists() else 0
+    log = log_path.open("a")
+    process = subprocess.Popen(
+        _command(settings, name),
+        env={**os.environ, **stack_env(settings)},
+        cwd=settings.home,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    log.close()
+    ticks = _start_ticks(process.pid)
+    record = {"pid": process.pid, "start_ticks": ticks, "argv": process.args, "log_offset": log_offset}
+    (settings.pids / f"{name}.json").write_text(json.dumps(record))
+    return process.pid
+
+
+def stop_service(settings: StackSettings, name: str, sig: int = signal.SIGTERM, grace_s: float = 30) -> bool:
+    """Signal the process group of ``name``; after SIGTERM, SIGKILL what is left after ``grace_s``.
+
+    Also stops what is left of a group whose leader died (Linux does not reuse a PID while it is a
+    live group's id). Returns whether anything was running. ``sig=SIGKILL`` simulates a crash.
+    """
+    record = settings.pids / f"{name}.json"
+    if not record.exists():
+        return False
+    pgid = json.loads(record.read_text())["pid"]
+    leader_is_ours = service_pid(settings, name) is not None
+    members = group_pids(pgid)
+    if not leader_is_ours and (not members or pgid in members):
+        record.unlink()  # nothing left, or the PID now belongs to an unrelated process group
+        return False
+    os.killpg(pgid, sig)
+    deadline = time.monotonic() + (grace_s if sig != signal.SIGKILL else 5)
+    while group_pids(pgid) and time.monotonic() < deadline:
+        _reap(pgid)
+        time.sleep(0.2)
+    if group_pids(pgid):
+        os.killpg(pgid, signal.SIGKILL)
+        while group_pids(pgid) and time.monotonic() < deadline + 10:
+            _reap(pgid)
+            time.sleep(0.2)
+    _reap(pgid)
+    record.unlink()
+    return True
+
+
+def group_pids(pgid: int) -> list[int]:
+    """Live (non-zombie) processes of a process group."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2 :].split()
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            pids.append(int(entry.name))
+    return pids
+
+
+def stack_rss_bytes(settings: StackSettings) -> int:
+    """Resident memory of every process of the stack (all its process groups), summed."""
+    total = 0
+    for name in SERVICES:
+        pid = service_pid(settings, name)
+        for member in group_pids(pid) if pid else []:
+            try:
+                status = Path(f"/proc/{member}/status").read_text()
+            except OSError:
+                continue
+            for line in status.splitlines():
+                if line.startswith("VmRSS:"):
+                    total += int(line.split()[1]) * 1024
+    return total
+
+
+# --- shared services and health -----------------------------------------------------------------
+
+
+def ensure_database(settings: StackSettings) -> None:
+    """Create the stack's metadata database on the Postgres server unless it exists."""
+    import psycopg2
+
+    user, _, hostport = settings.postgres.partition("@")
+    host, _, port = hostport.partition(":")
+    try:
+        connection = psycopg2.connect(host=host, port=int(port or 5432), user=user, dbname="postgres")
+    except psycopg2.OperationalError as exc:
+        raise StackError(f"PostgreSQL at {hostport} is not reachable as {user}: {exc}") from exc
+    connection.autocommit = True
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT 1 FROM pg_database WHERE datname = %s", (settings.database,))
+            if cursor.fetchone() is None:
+                cursor.execute(f'CREATE DATABASE "{settings.database}"')
+    finally:
+        connection.close()
+
+
+def drop_database(settings: StackSettings) -> None:
+    import psycopg2
+
+    user, _, hostport = settings.postgres.partition("@")
+    host, _, port = hostport.partition(":")
+    connection = psycopg2.connect(host=host, port=int(port or 5432), user=user, dbname="postgres")
+    connection.autocommit = True
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute(f'DROP DATABASE IF EXISTS "{settings.database}" WITH (FORCE)')
+    finally:
+        connection.close()
+
+
+def flush_broker(settings: StackSettings) -> None:
+    import redis
+
+    host, port = settings.redis.split(":")
+    redis.Redis(host=host, port=int(port), db=settings.redis_db).flushdb()
+
+
+def _wait(what: str, check, timeout_s: float, settings: StackSettings, service: str) -> Any:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        result = check()
+        if result:
+            return result
+        if service_pid(settings, service) is None:
+            raise StackError(f"{service} exited while waiting for {what}; log: {settings.logs}/{service}.log")
+        time.sleep(1)
+    raise StackError(f"timed out after {timeout_s:.0f} s waiting for {what}; logs in {settings.logs}")
+
+
+def _s3_ready(settings: StackSettings) -> bool:
+    try:
+        with urllib.request.urlopen(s3_endpoint(settings), timeout=2):
+            return True
+    except (OSError, urllib.error.URLError):
+        return False
+
+
+def ensure_bucket(settings: StackSettings) -> None:
+    import boto3
+
+    env = stack_env(settings)
+    client = boto3.client(
+        "s3",
+        endpoint_url=env["AWS_ENDPOINT_URL_S3"],
+        aws_access_key_id=env["AWS_ACCESS_KEY_ID"],
+        aws_secret_access_key=env["AWS_SECRET_ACCESS_KEY"],
+        region_name="us-east-1",
+    )
+    if settings.bucket not in [b["Name"] for b in client.list_buckets()["Buckets"]]:
+        client.create_bucket(Bucket=settings.bucket)
+
+
+def health(settings: StackSettings) -> dict[str, Any] | None:
+    """The api-server's health document (metadatabase, scheduler, triggerer, dag_processor)."""
+    try:
+        with urllib.request.urlopen(f"{api_url(settings)}/api/v2/monitor/health", timeout=5) as response:
+            return json.loads(response.read())
+    except (OSError, urllib.error.URLError, ValueError):
+        return None
+
+
+def _components_healthy(settings: StackSettings) -> bool:
+    document = health(settings) or {}
+    parts = ("metadatabase", "scheduler", "triggerer", "dag_processor")
+    return all((document.get(part) or {}).get("status") == "healthy" for part in parts)
+
+
+def _worker_ready(settings: StackSettings) -> bool:
+    """The running worker has logged Celery's ``<hostname> ready.`` (it consumes from the broker)."""
+    record = settings.pids / "worker.json"
+    if not record.exists():
+        return False
+    with (settings.logs / "worker.log").open("rb") as log:
+        log.seek(json.loads(record.read_text()).get("log_offset", 0))
+        return f"acme-worker@{settings.database} ready.".encode() in log.read()
+
+
+# --- commands -----------------------------------------------------------------------------------
+
+
+def up(settings: StackSettings, timeout_s: float = 240) -> dict[str, Any]:
+    """Start whatever of the stack is not running and wait until all of it is healthy."""
+    settings.home.mkdir(parents=True, exist_ok=True)
+    write_config_files(settings)
+    ensure_database(settings)
+    start_service(settings, "s3")
+    _wait("the S3 server", lambda: _s3_ready(settings), 60, settings, "s3")
+    ensure_bucket(settings)
+    migrate = subprocess.run(
+        [str(BIN / "airflow"), "db", "migrate"],
+        env={**os.environ, **stack_env(settings)},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    (settings.logs / "db-migrate.log").write_text(migrate.stdout + migrate.stderr)
+    if migrate.returncode != 0:
+        raise StackError(f"airflow db migrate failed: {migrate.stderr[-2000:]}")
+    for name in SERVICES[1:]:
+        start_service(settings, name)
+    _wait("the api-server and its components to be healthy", lambda: _components_healthy(settings),
+          timeout_s, settings, "api-server")  # fmt: skip
+    _wait("the Celery worker", lambda: _worker_ready(settings), timeout_s, settings, "worker")
+    return status(settings)
+
+
+def down(settings: StackSettings, purge: bool = False) -> list[str]:
+    """Stop every service this stack started (reverse order); ``purge`` also drops its database,
+    Redis DB and folder."""
+    stopped = [name for name in reversed(SERVICES) if stop_service(settings, name)]
+    if purge:
+        drop_database(settings)
+        flush_broker(settings)
+        import shutil
+
+        shutil.rmtree(settings.home, ignore_errors=True)
+    return stopped
+
+
+def status(settings: StackSettings) -> dict[str, Any]:
+    """Which services run (PID), where the API and the lake are, and the API's health."""
+    return {
+        "services": {name: service_pid(settings, name) for name in SERVICES},
+        "api": api_url(settings),
+        "s3": s3_endpoint(settings),
+        "lake": lake_uri(settings),
+        "user": STACK_USER,
+        "env_file": str(settings.home / "stack.env"),
+        "logs": str(settings.logs),
+        "health": health(settings),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    commands.add_parser("up", help="start what is not running, wait until healthy")
+    stop = commands.add_parser("down", help="stop everything this stack started, by PID")
+    stop.add_argument("--purge", action="store_true", help="also drop its database, Redis DB and folder")
+    commands.add_parser("status", help="PIDs, endpoints and health")
+    args = parser.parse_args(argv)
+    try:
+        settings = StackSettings.from_env()
+        if args.command == "up":
+            print(json.dumps(up(settings), indent=1))
+        elif args.command == "down":
+            print(json.dumps({"stopped": down(settings, purge=args.purge)}))
+        else:
+            if not (settings.home / "state.json").exists():
+                print(json.dumps({"services": dict.fromkeys(SERVICES)}))
+                return 1
+            document = status(settings)
+            print(json.dumps(document, indent=1))
+            return 0 if all(document["services"].values()) else 1
+    except StackError as exc:
+        print(f"stack: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
