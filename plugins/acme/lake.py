@@ -21,6 +21,7 @@ import contextlib
 import io
 import json
 import os
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -144,8 +145,15 @@ class Lake:
 
     # --- locking ------------------------------------------------------------------------
     @contextlib.contextmanager
-    def lock(self, name: str, timeout_s: float = 300.0, stale_after_s: float = 900.0) -> Iterator[None]:
-        """Exclusive lock named ``name`` shared by every process using this lake."""
+    def lock(self, name: str, timeout_s: float = 300.0, stale_after_s: float = 60.0) -> Iterator[None]:
+        """Exclusive lock named ``name`` shared by every process using this lake.
+
+        Locally ``flock``: the kernel releases it when the holder dies. On S3 a lock object, which a
+        killed holder (SIGKILLed worker) leaves behind: the live holder refreshes it every
+        ``stale_after_s / 4`` seconds, so a lock not refreshed for ``stale_after_s`` belongs to a dead
+        process and a waiter may take it over -- well within ``timeout_s``, so the task's retry
+        succeeds instead of timing out behind a dead worker's lock.
+        """
         if self.is_local:
             with self._local_lock(name, timeout_s):
                 yield
@@ -198,10 +206,35 @@ class Lake:
             if time.monotonic() > deadline:
                 raise LakeLockTimeout(f"lock s3://{bucket}/{key} held for over {timeout_s:.0f} s")
             time.sleep(0.2)
+        stop = threading.Event()
+        beat = threading.Thread(
+            target=self._s3_lock_heartbeat,
+            args=(client, bucket, key, owner, stale_after_s / 4, stop),
+            name=f"lake-lock-heartbeat:{name}",
+            daemon=True,
+        )
+        beat.start()
         try:
             yield
         finally:
+            stop.set()
+            beat.join()
             client.delete_object(Bucket=bucket, Key=key)
+
+    @staticmethod
+    def _s3_lock_heartbeat(client: Any, bucket: str, key: str, owner: str, every_s: float, stop) -> None:
+        """Refresh our lock's time while we hold it (never someone else's: the owner is checked)."""
+        import botocore.exceptions
+
+        while not stop.wait(every_s):
+            try:
+                held = json.loads(client.get_object(Bucket=bucket, Key=key)["Body"].read())
+                if held.get("owner") != owner:
+                    return
+                body = json.dumps({"owner": owner, "since": time.time()}).encode()
+                client.put_object(Bucket=bucket, Key=key, Body=body)
+            except (botocore.exceptions.ClientError, botocore.exceptions.BotoCoreError, ValueError):
+                continue  # a failed refresh is retried at the next beat; the lock stays ours meanwhile
 
     @staticmethod
     def _s3_lock_is_stale(client: Any, bucket: str, key: str, stale_after_s: float) -> bool:

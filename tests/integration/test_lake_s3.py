@@ -72,3 +72,26 @@ def test_s3_lock_excludes_a_second_writer_and_releases(s3_env):
     assert order == ["first", "second"]
     with pytest.raises(LakeLockTimeout), lake.lock("partition-y"), lake.lock("partition-y", timeout_s=0.5):
         pass
+
+
+def test_s3_lock_left_by_a_killed_holder_is_taken_over_but_a_live_one_is_kept(s3_env):
+    """A SIGKILLed worker leaves its lock object: the retry takes it over once it is stale. A live
+    holder refreshes its lock, so a waiter never breaks it however long the holder works."""
+    import json
+
+    lake = open_lake(f"s3://acme-lake/locks-{uuid.uuid4().hex[:8]}")
+    bucket, _, prefix = lake.root.partition("/")
+    key = f"{prefix}/_locks/partition-z"
+    dead = {"owner": "worker-1:4242:killed", "since": time.time() - 5}
+    s3_env["client"].put_object(Bucket=bucket, Key=key, Body=json.dumps(dead).encode())
+    started = time.monotonic()
+    with lake.lock("partition-z", timeout_s=10, stale_after_s=2):
+        took_over_after = time.monotonic() - started
+    assert took_over_after < 2
+
+    with lake.lock("partition-w", stale_after_s=1.0):
+        time.sleep(2.5)  # well past stale_after_s: only the heartbeat keeps it ours
+        with pytest.raises(LakeLockTimeout), lake.lock("partition-w", timeout_s=1.0, stale_after_s=1.0):
+            pass
+    with lake.lock("partition-w", timeout_s=2):  # released on exit
+        pass
