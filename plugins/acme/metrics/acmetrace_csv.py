@@ -166,6 +166,7 @@ def parse_wide_csv(
             ),
         )
     except pa.ArrowInvalid as exc:
+        bad_rows.clear()  # the slow path reads the file again and reports the short/long rows anew
         table = _read_with_bad_cells(path, source_file, header, time_index, exc, rejects, on_invalid_row)
     for number, reason, text in bad_rows:
         rejects.append(
@@ -173,11 +174,7 @@ def parse_wide_csv(
         )
     rows_in = table.num_rows + len(bad_rows)
 
-    times = pd.to_datetime(
-        pd.Series(table.column(header[time_index]).to_numpy(zero_copy_only=False)).str.strip(),
-        format="ISO8601", utc=False, errors="coerce",
-    )  # fmt: skip
-    times = _to_utc(times)
+    times = _parse_times(pd.Series(table.column(header[time_index]).to_numpy(zero_copy_only=False)))
     bad_time = times.isna().to_numpy()
     ts_ms = times.to_numpy(dtype="datetime64[ms]", na_value=np.datetime64("NaT")).astype(np.int64)
     if bad_time.any():
@@ -239,6 +236,37 @@ def parse_wide_csv(
         value, ts, series_id = value[flat], ts[flat], series_id[flat]
     samples = Samples(spec.name, series, series_id, ts, value, is_sorted=True, notes=notes)
     return WideParse(samples, rejects_frame(rejects), rows_in, missing, notes)
+
+
+def _parse_times(texts: pd.Series) -> pd.Series:
+    """UTC times from ISO 8601 texts; naive times are taken as +08:00 (the release's zone).
+
+    The common case (one style for the whole file) is one vectorized parse. A file that pandas
+    cannot parse in one go (times with and without an offset mixed, a year 0 that falls outside
+    the nanosecond range once shifted to UTC) is parsed text by text: rare, and only then slow.
+    Unreadable texts become NaT (rejected by the caller with their line).
+    """
+    import pandas as pd
+
+    texts = texts.astype("object").str.strip()
+    try:
+        return _to_utc(pd.to_datetime(texts, format="ISO8601", utc=False, errors="coerce"))
+    except (ValueError, TypeError, OverflowError, pd.errors.OutOfBoundsDatetime):
+        pass
+    parsed = {text: _one_time(text) for text in texts.dropna().unique()}
+    return pd.Series(texts.map(parsed), index=texts.index, dtype="datetime64[ns, UTC]")
+
+
+def _one_time(text: str):
+    import pandas as pd
+
+    try:
+        moment = pd.Timestamp(text)
+        if moment.tzinfo is None:
+            moment = moment.tz_localize(NAIVE_ZONE)
+        return moment.tz_convert("UTC").as_unit("ns")  # raises outside 1677..2262
+    except (ValueError, TypeError, OverflowError, pd.errors.OutOfBoundsDatetime):
+        return pd.NaT
 
 
 def _to_utc(times: pd.Series) -> pd.Series:

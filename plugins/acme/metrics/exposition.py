@@ -168,7 +168,9 @@ def parse_exposition(
     helps: dict[str, str] = {}
     types: dict[str, str] = {}
     skipped: Counter[str] = Counter()
-    lines = text.splitlines()
+    lines = text.split("\n")  # the format's line end; str.splitlines would also split on \x1e, \x85...
+    if lines and lines[-1] == "":
+        lines.pop()
 
     def reject(number: int, reason: str, line: str) -> None:
         rejects.append(
