@@ -20,14 +20,16 @@ export ACME_LAKE_URI ?= $(CURDIR)/lake
 
 DEMO_DAYS := 2023-07-01 2023-07-02 2023-07-03
 
-.PHONY: help setup demo test lint bench clean
+.PHONY: help setup demo test lint bench bench-stack clean
 .PHONY: stack stack-down up down
 
 help:
-	@echo "make demo   - set up (.venv, Airflow on SQLite) and run the nightly DAG on the bundled days"
-	@echo "make test   - set up and run the whole test suite (what CI runs)"
-	@echo "make lint   - ruff check and format check"
-	@echo "make bench  - benchmarks (see benchmarks/README.md)"
+	@echo "make demo        - set up (.venv, Airflow on SQLite) and run every DAG once on the bundled days"
+	@echo "make test        - set up and run the whole test suite (what CI runs)"
+	@echo "make lint        - ruff check and format check"
+	@echo "make bench       - benchmarks (see benchmarks/README.md); make bench-stack: the stack backfill"
+	@echo "make stack       - the production topology on this machine (stack-down stops it)"
+	@echo "make up / down   - the docker-compose deployment (needs .env: see .env.example)"
 
 setup: $(STAMP) $(AIRFLOW_HOME)/.migrated
 
@@ -47,29 +49,54 @@ $(AIRFLOW_HOME)/.migrated: $(STAMP)
 	$(VENV)/bin/airflow db migrate > $(AIRFLOW_HOME)/migrate.log 2>&1 || (cat $(AIRFLOW_HOME)/migrate.log; exit 1)
 	touch $@
 
+DEMO_JOB := dlc5j0zc8xscr7n0
+DAG_TEST := VENV=$(VENV) scripts/dag_test.sh
+
 demo: setup
-	@echo "Nightly job-trace ingest on the bundled days ($(DEMO_DAYS)); lake: $(ACME_LAKE_URI)"
+	@echo "1. Nightly job-trace ingest on the bundled days ($(DEMO_DAYS)); lake: $(ACME_LAKE_URI)"
 	@for day in $(DEMO_DAYS); do \
-	  log=$(AIRFLOW_HOME)/demo-$$day.log; \
-	  $(VENV)/bin/airflow dags test ingest_job_traces $$day -c "{\"day\": \"$$day\"}" > $$log 2>&1; \
-	  state=$$(grep -o "DagRun Finished.*" $$log | grep -o "state=[a-z]*" | tail -1 | cut -d= -f2); \
-	  echo "  ingest_job_traces $$day: $${state:-did not finish} (log: $$log)"; \
-	  if [ "$$state" != success ]; then tail -40 $$log; exit 1; fi; \
+	  $(DAG_TEST) $$day ingest_job_traces $$day "{\"day\": \"$$day\"}" || exit 1; \
 	done
-	@echo "Nightly monitoring ingest of synthesized seren telemetry (1 node, 8 GPUs) for the same days"
+	@echo "2. Nightly monitoring ingest of synthesized seren telemetry (1 node, 8 GPUs) for the same days"
 	@for day in $(DEMO_DAYS); do \
-	  log=$(AIRFLOW_HOME)/demo-metrics-$$day.log; \
 	  exported=$(AIRFLOW_HOME)/demo-telemetry/seren/$$day; \
 	  test -d $$exported || $(PY) -m acme synth-metrics --cluster seren --nodes 1 --start $$day \
 	    --format acmetrace-csv --seed 1 -o $$exported > /dev/null || exit 1; \
-	  $(VENV)/bin/airflow dags test ingest_metrics $$day \
-	    -c "{\"day\": \"$$day\", \"cluster\": \"seren\", \"source\": \"acmetrace-csv\", \"input\": \"$$exported\"}" \
-	    > $$log 2>&1; \
-	  state=$$(grep -o "DagRun Finished.*" $$log | grep -o "state=[a-z]*" | tail -1 | cut -d= -f2); \
-	  echo "  ingest_metrics $$day: $${state:-did not finish} (log: $$log)"; \
-	  if [ "$$state" != success ]; then tail -40 $$log; exit 1; fi; \
+	  $(DAG_TEST) metrics-$$day ingest_metrics $$day \
+	    "{\"day\": \"$$day\", \"cluster\": \"seren\", \"source\": \"acmetrace-csv\", \"input\": \"$$exported\"}" || exit 1; \
 	done
 	@$(PY) -m acme lake-summary --lake $(ACME_LAKE_URI)
+	@echo "3. Diagnosis of failed job $(DEMO_JOB) (kalos, 2023-07-01) after a crash, from a synthesized log"
+	@mkdir -p $(ACME_LAKE_URI)/logs/cluster=kalos/job=$(DEMO_JOB)
+	@$(PY) -c 'import sys; from acme.diagnosis.synth_log import iter_training_log; \
+	  sys.stdout.writelines(line + "\n" for line in iter_training_log(20000, failure="OutOfMemoryError"))' \
+	  > $(ACME_LAKE_URI)/logs/cluster=kalos/job=$(DEMO_JOB)/train.log
+	@$(DAG_TEST) diagnose diagnose_failures 2023-07-01 \
+	  '{"cluster": "kalos", "job_id": "$(DEMO_JOB)", "day": "2023-07-01"}'
+	@$(PY) -c 'import json, pyarrow.parquet as pq; \
+	  row = pq.read_table("$(ACME_LAKE_URI)/diagnoses/cluster=kalos/date=2023-07-01/diagnoses.parquet").to_pylist()[0]; \
+	  print("  diagnosis:", json.dumps({k: row[k] for k in ("job_id", "reason", "category", "attribution", "source", "confidence")}))'
+	@echo "4. Recovery of simulated Pretrain job demo-pretrain-1 (8 nodes, seren-n005 faulty; simulated cluster)"
+	@$(PY) -c 'from pathlib import Path; from acme.recovery.synth_checkpoints import write_checkpoint; \
+	  root = Path("$(AIRFLOW_HOME)/demo-checkpoints"); [write_checkpoint(root, step) for step in (100, 200)]'
+	@$(DAG_TEST) recover recover_training 2023-07-03 \
+	  '{"recovery_id": "demo-recovery", "checkpoint_uri": "$(AIRFLOW_HOME)/demo-checkpoints"}'
+	@$(PY) -c 'import json, glob; \
+	  path = glob.glob("$(ACME_LAKE_URI)/recovery/cluster=seren/job=demo-pretrain-1/demo-recovery/actions.jsonl")[0]; \
+	  steps = [json.loads(line) for line in open(path)]; \
+	  print("  recovery steps:", ", ".join("%s (%s)" % (s["step"], s["status"]) for s in steps)); \
+	  print("  action log:", path)'
+	@echo "5. Evaluation of a tiny CPU checkpoint on the tiny suite (preload, inference, metrics)"
+	@test -f $(AIRFLOW_HOME)/demo-model/tiny.pt || $(PY) -m acme.evaluation.tiny_model $(AIRFLOW_HOME)/demo-model/tiny.pt > /dev/null
+	@$(DAG_TEST) evaluate evaluate_checkpoint 2023-07-03 \
+	  '{"model_location": "$(AIRFLOW_HOME)/demo-model/tiny.pt", "model_size": "1B", "suite": "tiny", "nodes": 1}'
+	@$(PY) -c 'import glob; path = sorted(glob.glob("$(ACME_LAKE_URI)/eval/runs/*/*/report.md"))[-1]; \
+	  rows = [line for line in open(path) if line.startswith("| ")]; print("  " + "  ".join(rows), end=""); \
+	  print("  report:", path)'
+	@echo "6. Characterization reports (the paper's figures and tables) for every cluster, July 2023 and all"
+	@$(DAG_TEST) characterize characterize 2023-07-03 '{"cluster": "all", "period": "2023-07"}'
+	@$(PY) -m acme report --lake $(ACME_LAKE_URI) --cluster seren --period all \
+	  | $(PY) -c 'import json, sys; r = json.load(sys.stdin); print("  report index:", r["index"])'
 
 test: setup
 	@$(PY) -m pytest $(PYTEST_ARGS); status=$$?; \
@@ -80,11 +107,17 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff format --check dags plugins tests benchmarks
 
 bench: $(STAMP)
+	$(PY) benchmarks/bench_report.py
+	$(PY) benchmarks/bench_diagnose.py
 	$(PY) benchmarks/bench_ingest_jobs.py
 	$(PY) benchmarks/bench_locate_faults.py
 	$(PY) benchmarks/bench_plan_eval.py
 	$(PY) benchmarks/bench_compress_logs.py
 	$(PY) benchmarks/bench_ingest_metrics.py
+
+# The 30-day backfill on the local production stack (8-12 minutes; starts and stops the stack).
+bench-stack: $(STAMP)
+	$(PY) benchmarks/bench_stack_backfill.py
 
 clean:
 	rm -rf $(AIRFLOW_HOME) .airflow-test lake

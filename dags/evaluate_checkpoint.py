@@ -27,10 +27,9 @@ while the current one infers (see `include/eval/ASSUMPTIONS.md`).
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-
 from airflow.sdk import Param, dag, get_current_context, task, task_group
 
+from acme import config
 from acme.evaluation import settings
 from acme_airflow.assets import CHECKPOINTS
 from acme_airflow.defaults import DEFAULT_ARGS, Tag
@@ -39,7 +38,7 @@ from acme_airflow.defaults import DEFAULT_ARGS, Tag
 @dag(
     dag_id="evaluate_checkpoint",
     schedule=[CHECKPOINTS],
-    start_date=datetime(2023, 3, 1, tzinfo=UTC),
+    start_date=config.start_date(),  # the project's; a manual run's logical date may be any day since
     catchup=False,
     max_active_runs=2,
     default_args=DEFAULT_ARGS,

@@ -23,10 +23,9 @@ touches no cluster. Re-running the same run never cordons or restarts twice.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-
 from airflow.sdk import Param, dag, get_current_context, task
 
+from acme import config
 from acme_airflow.defaults import DEFAULT_ARGS, Tag
 
 PARAMS = {
@@ -65,7 +64,7 @@ PARAMS = {
 @dag(
     dag_id="recover_training",
     schedule=None,
-    start_date=datetime(2026, 1, 1, tzinfo=UTC),
+    start_date=config.start_date(),  # the project's; a manual run's logical date may be any day since
     catchup=False,
     max_active_runs=8,
     default_args=DEFAULT_ARGS,
@@ -180,11 +179,15 @@ def recover_training():
             backend = task_backend(request.cluster, lake, request.job_id)
             return restart_job(lake, request, backend, opened["job"], verdict, taken_out, checkpoint)
 
-    @task
-    def release(opened: dict) -> bool:
+    @task(retries=0)
+    def release(opened: dict | None) -> bool:
+        """Release the job's recovery marker; nothing to release when the recovery never opened (bad
+        Params), and nothing to retry: a teardown that fails would only delay the run's verdict."""
         from acme.recovery.recover import RecoveryRequest, close_recovery
         from acme_airflow.lake import task_lake
 
+        if opened is None:
+            return False
         return close_recovery(task_lake(), RecoveryRequest.from_dict(opened["request"]))
 
     opened = open_recovery()

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.fakes.checkpoints import write_checkpoint
+from acme.recovery.synth_checkpoints import write_checkpoint
 from tests.fakes.kubernetes_api import FakeKubernetesApi
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -25,7 +25,7 @@ from acme.recovery.actions import ActionLog
 from acme.recovery.recover import RecoveryRequest, recover
 from acme.recovery.settings import recovery_settings
 from acme.recovery.slurm_backend import SlurmBackend, SlurmCommandError, parse_oneliner
-from tests.fakes.checkpoints import write_checkpoint
+from acme.recovery.synth_checkpoints import write_checkpoint
 from tests.integration.conftest import free_port
 
 pytestmark = pytest.mark.integration

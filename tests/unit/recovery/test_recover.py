@@ -14,7 +14,7 @@ from acme.recovery.actions import ActionLog, RecoveryInProgressError, acquire_jo
 from acme.recovery.backend import SimulatedBackend, UnknownJobError
 from acme.recovery.recover import NeedsPersonError, RecoveryRequest, recover
 from acme.recovery.settings import recovery_settings
-from tests.fakes.checkpoints import write_checkpoint, write_metrics
+from acme.recovery.synth_checkpoints import write_checkpoint, write_metrics
 
 NODES = [f"n{i:02d}" for i in range(8)]
 BIG = [f"n{i:02d}" for i in range(16)]

@@ -1,4 +1,5 @@
-"""Writes real checkpoint folders (manifest + shards) the way a training job saves them, for recovery tests."""
+"""Synthesized checkpoint folders (manifest + shards) and training metrics, the way a training job saves
+them: for the demo and the recovery tests (real files: the checkpoint checks read them as they would a job's)."""
 
 from __future__ import annotations
 
