@@ -95,9 +95,12 @@ def diagnose_failures():
         from acme.diagnosis.nightly import diagnose_and_route
         from acme_airflow.failures import no_retry_for_bad_input
         from acme_airflow.lake import task_lake
+        from acme_airflow.llm import failure_agent
 
         with no_retry_for_bad_input():
-            return diagnose_and_route(task_lake(), item)
+            # The LLM endpoint from the Airflow connection (ACME_LLM_CONN_ID), else the environment;
+            # None offline.
+            return diagnose_and_route(task_lake(), item, agent=failure_agent())
 
     @task(outlets=[DIAGNOSES])
     def publish(manifests: list[dict]) -> list[dict]:
