@@ -41,13 +41,26 @@ def test_every_dag_follows_the_policy(dagbag):
 
 @pytest.mark.parametrize("dag_file", DAG_FILES, ids=lambda p: p.name)
 def test_each_dag_file_parses_in_under_a_second_without_db_or_connections(dag_file, tmp_path):
-    """Parse in a fresh interpreter with the metadata DB and connections made unreachable."""
+    """Parse in a fresh interpreter with the metadata DB and connections made unreachable; the time is
+    the file's own (imports and DAG construction), measured after a trivial DAG has been parsed."""
+    warm_up = tmp_path / "warm_up_dag.py"
+    warm_up.write_text(
+        "from airflow.sdk import dag, task\n"
+        "@dag(schedule=None)\n"
+        "def warm_up():\n"
+        "    @task\n"
+        "    def nothing():\n"
+        "        pass\n"
+        "    nothing()\n"
+        "warm_up()\n"
+    )
     probe = f"""
 import sys, time
 sys.path[:0] = [{str(DAGS_FOLDER.parent / "plugins")!r}, {str(DAGS_FOLDER)!r}]
-import airflow.sdk  # the framework import is not the DAG file's cost
-start = time.perf_counter()
+import airflow.sdk  # the framework's own cost is not the DAG file's:
 from airflow.dag_processing.dagbag import DagBag
+DagBag(dag_folder={str(warm_up)!r})  # ... nor its first-parse set-up (settings, plugins, policies)
+start = time.perf_counter()
 bag = DagBag(dag_folder={str(dag_file)!r})
 elapsed = time.perf_counter() - start
 assert not bag.import_errors, bag.import_errors
