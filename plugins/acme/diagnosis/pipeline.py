@@ -289,6 +289,8 @@ def diagnose_log_lines(
         filter_rules = load_family_filter_rules(lake, family_key(job)) + filter_rules
     compressed = compress_log(lines, rules=filter_rules)
     kept = [(k.line, k.text) for k in compressed.lines if k.kind in ("error", "traceback")]
+    if lake is not None and learn:
+        notes += _learn_filter_rules(lake, job, job_id, compressed, agent)
     rules = rules_with_learned(lake)
     threshold = settings.min_confidence()
 
@@ -367,6 +369,28 @@ def diagnose_log_lines(
             store.upsert([case])
     record.note = "; ".join(notes) or None
     return record
+
+
+def _learn_filter_rules(
+    lake: Lake, job: dict[str, Any], job_id: str, compressed: Any, agent: Any
+) -> list[str]:
+    """Let the LLM log agent turn the log's frequent unmatched templates into the family's filter rules
+    (only with a configured endpoint; see :mod:`acme.diagnosis.filter_learning`)."""
+    from acme.diagnosis.filter_learning import frequent_unmatched_templates, learn_family_filter_rules
+    from acme.diagnosis.learning import family_key
+    from acme.diagnosis.llm_endpoint import AgentUnavailable, LLMEndpoint
+
+    if not frequent_unmatched_templates(compressed):
+        return []
+    endpoint = getattr(_agent_for(agent), "endpoint", None)
+    if not isinstance(endpoint, LLMEndpoint):
+        return []
+    try:
+        learned = learn_family_filter_rules(lake, family_key(job), compressed, endpoint, job_id=job_id)
+    except AgentUnavailable as exc:
+        return [f"log agent unavailable ({exc}); no filter rules learned"]
+    note = learned.note()
+    return [note] if note else []
 
 
 def diagnose_job(
