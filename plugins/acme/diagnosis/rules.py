@@ -14,14 +14,13 @@ Evidence lines and compressed output go through :func:`redact`, which masks toke
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from acme.errors import ConfigError, InputError
+from acme.errors import ConfigError
 from acme.secrets import redact
 
 # The paper's failure taxonomy (reference failure_taxonomy.csv): reason -> category.
@@ -220,19 +219,3 @@ def diagnose_log(
     compressed = compress_log(path_or_lines)
     kept = [(k.line, k.text) for k in compressed.lines if k.kind in _DIAGNOSED_KINDS]
     return diagnose_lines(_job_lines(job) + kept, rules)
-
-
-def diagnose_cli(log_path: str | Path, job_json: str | Path | None = None) -> dict[str, Any]:
-    """Command-line entry: diagnose ``log_path`` (job metadata optionally from a JSON file or string)."""
-    job = None
-    if job_json:
-        raw = str(job_json)
-        try:
-            job = json.loads(Path(raw).read_text(encoding="utf-8") if Path(raw).is_file() else raw)
-        except (OSError, json.JSONDecodeError) as exc:
-            raise InputError(raw, f"job metadata is not a JSON object: {exc}") from exc
-        if not isinstance(job, dict):
-            raise InputError(raw, "job metadata is not a JSON object")
-    result = diagnose_log(log_path, job).to_dict()
-    keys = ("reason", "category", "attribution", "confidence", "source", "evidence", "mitigation", "rule_id")
-    return {k: result[k] for k in keys}
