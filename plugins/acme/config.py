@@ -15,9 +15,38 @@ from acme.errors import ConfigError
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
 
-def _env(name: str, default: str) -> str:
-    value = os.environ.get(name, "").strip()
-    return value or default
+def env(name: str, default: str = "") -> str:
+    """A setting from the environment, stripped; ``default`` when unset or blank."""
+    return os.environ.get(name, "").strip() or default
+
+
+def env_number(
+    name: str,
+    default: float | str,
+    *,
+    low: float | None = None,
+    high: float | None = None,
+    above: float | None = None,
+    integer: bool = False,
+) -> float:
+    """A numeric setting, checked: a :class:`ConfigError` naming the variable and its value otherwise."""
+    raw = env(name, str(default))
+    try:
+        value = int(raw) if integer else float(raw)
+    except ValueError:
+        raise ConfigError(f"{name}={raw!r} is not {'an integer' if integer else 'a number'}") from None
+    if low is not None and high is not None and not low <= value <= high:
+        raise ConfigError(f"{name}={raw!r} must be between {low:g} and {high:g}")
+    if low is not None and value < low:
+        raise ConfigError(f"{name}={raw!r} must be at least {low:g}")
+    if high is not None and value > high:
+        raise ConfigError(f"{name}={raw!r} must be at most {high:g}")
+    if above is not None and not value > above:
+        raise ConfigError(f"{name}={raw!r} must be above {above:g}")
+    return value
+
+
+_env = env  # the settings below
 
 
 def include_dir() -> Path:
@@ -46,14 +75,7 @@ def job_type_rules_path() -> Path:
 
 
 def _share(name: str, default: str) -> float:
-    raw = _env(name, default)
-    try:
-        value = float(raw)
-    except ValueError as exc:
-        raise ConfigError(f"{name}={raw!r} is not a number") from exc
-    if not 0.0 <= value <= 1.0:
-        raise ConfigError(f"{name}={raw!r} must be between 0 and 1")
-    return value
+    return env_number(name, default, low=0.0, high=1.0)
 
 
 def quarantine_max_share() -> float:

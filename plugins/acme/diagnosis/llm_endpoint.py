@@ -20,13 +20,13 @@ from __future__ import annotations
 
 import email.utils
 import logging
-import os
 import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from acme.config import env, env_number
 from acme.errors import AcmeError, ConfigError
 
 log = logging.getLogger(__name__)
@@ -43,21 +43,11 @@ class AgentUnavailable(AcmeError):
 
 
 def _env(name: str) -> str:
-    return os.environ.get(name, "").strip()
+    return env(name)
 
 
 def _env_number(name: str, default: float, *, minimum: float, integer: bool = False) -> float:
-    raw = _env(name)
-    if not raw:
-        return default
-    try:
-        value = int(raw) if integer else float(raw)
-    except ValueError as exc:
-        kind = "an integer" if integer else "a number"
-        raise ConfigError(f"{name}={raw!r} is not {kind}") from exc
-    if value < minimum:
-        raise ConfigError(f"{name}={raw!r} must be at least {minimum}")
-    return value
+    return env_number(name, default, low=minimum, integer=integer)
 
 
 @dataclass(frozen=True)

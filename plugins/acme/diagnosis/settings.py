@@ -7,28 +7,16 @@ test or a task can change a value with ``monkeypatch.setenv`` / the worker envir
 
 from __future__ import annotations
 
-import os
-
+from acme.config import env as _env
+from acme.config import env_number
 from acme.errors import ConfigError
 
 EMBEDDINGS = ("minilm", "lexical")
 DEFAULT_LOG_PATTERN = "{lake}/logs/cluster={cluster}/job={job_id}/*.log*"
 
 
-def _env(name: str, default: str) -> str:
-    value = os.environ.get(name, "").strip()
-    return value or default
-
-
 def _number(name: str, default: str, low: float, high: float) -> float:
-    raw = _env(name, default)
-    try:
-        value = float(raw)
-    except ValueError as exc:
-        raise ConfigError(f"{name}={raw!r} is not a number") from exc
-    if not low <= value <= high:
-        raise ConfigError(f"{name}={raw!r} must be between {low:g} and {high:g}")
-    return value
+    return env_number(name, default, low=low, high=high)
 
 
 def log_pattern() -> str:

@@ -26,24 +26,15 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from acme.config import env as _env
+from acme.config import env_number
 from acme.errors import ConfigError
 
 BACKENDS = ("local", "kubernetes")
 
 
-def _env(name: str, default: str) -> str:
-    return os.environ.get(name, "").strip() or default
-
-
 def _positive(name: str, default: str) -> float:
-    raw = _env(name, default)
-    try:
-        value = float(raw)
-    except ValueError:
-        raise ConfigError(f"{name}={raw!r} is not a number") from None
-    if not value > 0:
-        raise ConfigError(f"{name}={raw!r} must be positive")
-    return value
+    return env_number(name, default, above=0)
 
 
 def backend() -> str:

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from acme import config
+from acme.config import env as _env
+from acme.config import env_number
 from acme.errors import ConfigError
 
 BACKENDS = ("simulated", "kubernetes", "slurm")
@@ -20,19 +22,8 @@ BACKENDS = ("simulated", "kubernetes", "slurm")
 _K8S_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 
 
-def _env(name: str, default: str) -> str:
-    return os.environ.get(name, "").strip() or default
-
-
 def _positive(name: str, default: str, kind: type = int) -> int | float:
-    raw = _env(name, default)
-    try:
-        value = kind(raw)
-    except ValueError:
-        raise ConfigError(f"{name}={raw!r} is not a {'whole ' if kind is int else ''}number") from None
-    if value <= 0:
-        raise ConfigError(f"{name}={raw!r} must be above 0")
-    return value
+    return env_number(name, default, above=0, integer=kind is int)
 
 
 @dataclass(frozen=True)
