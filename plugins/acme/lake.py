@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import logging
 import os
 import threading
 import time
@@ -29,12 +30,18 @@ from typing import TYPE_CHECKING, Any
 
 from acme.errors import AcmeError, ConfigError
 
+log = logging.getLogger(__name__)
+
 if TYPE_CHECKING:
     import pyarrow as pa
 
 
 class LakeLockTimeout(AcmeError):
     """Another writer held a partition lock for longer than we were willing to wait."""
+
+
+class LakeStorageError(AcmeError):
+    """The object store failed on an object after the client's retries (the message names it)."""
 
 
 class Lake:
@@ -69,7 +76,18 @@ class Lake:
         return self.fs.exists(self.path(key))
 
     def read_bytes(self, key: str) -> bytes:
-        return self.fs.cat_file(self.path(key))
+        with self._naming(key, "read"):
+            return self.fs.cat_file(self.path(key))
+
+    @contextlib.contextmanager
+    def _naming(self, key: str, action: str) -> Iterator[None]:
+        """Storage errors left after the client's retries name the object (``OSError`` from s3fs does not)."""
+        try:
+            yield
+        except FileNotFoundError:
+            raise
+        except OSError as exc:
+            raise LakeStorageError(f"cannot {action} {self.url(key)}: {exc}") from exc
 
     def read_json(self, key: str, default: Any = None) -> Any:
         if not self.exists(key):
@@ -107,7 +125,8 @@ class Lake:
                 if os.path.exists(temporary):
                     os.unlink(temporary)
         else:
-            self.fs.pipe_file(target, data)
+            with self._naming(key, "write"):
+                self.fs.pipe_file(target, data)
         return self.url(key)
 
     def write_json(self, key: str, document: Any) -> str:
@@ -200,6 +219,9 @@ class Lake:
                 code = exc.response.get("Error", {}).get("Code")
                 if code not in ("PreconditionFailed", "ConditionalRequestConflict"):
                     raise
+                # The PUT may have succeeded with its answer lost: botocore's retry then meets our own lock.
+                if self._s3_lock_owner(client, bucket, key) == owner:
+                    break
             if self._s3_lock_is_stale(client, bucket, key, stale_after_s):
                 client.delete_object(Bucket=bucket, Key=key)
                 continue
@@ -219,7 +241,26 @@ class Lake:
         finally:
             stop.set()
             beat.join()
-            client.delete_object(Bucket=bucket, Key=key)
+            try:
+                client.delete_object(Bucket=bucket, Key=key)
+            except (botocore.exceptions.ClientError, botocore.exceptions.BotoCoreError) as exc:
+                # Not fatal: the lock is no longer refreshed, so the next writer takes it over once stale.
+                log.warning(
+                    "could not release lock s3://%s/%s (%s); it expires in %.0f s",
+                    bucket,
+                    key,
+                    exc,
+                    stale_after_s,
+                )
+
+    @staticmethod
+    def _s3_lock_owner(client: Any, bucket: str, key: str) -> str | None:
+        import botocore.exceptions
+
+        try:
+            return json.loads(client.get_object(Bucket=bucket, Key=key)["Body"].read()).get("owner")
+        except (botocore.exceptions.ClientError, botocore.exceptions.BotoCoreError, ValueError):
+            return None
 
     @staticmethod
     def _s3_lock_heartbeat(client: Any, bucket: str, key: str, owner: str, every_s: float, stop) -> None:
@@ -242,7 +283,7 @@ class Lake:
 
         try:
             held = json.loads(client.get_object(Bucket=bucket, Key=key)["Body"].read())
-        except (botocore.exceptions.ClientError, ValueError):
+        except (botocore.exceptions.ClientError, botocore.exceptions.BotoCoreError, ValueError):
             return False
         return time.time() - float(held.get("since", time.time())) > stale_after_s
 
