@@ -179,10 +179,9 @@ def recover_training():
             backend = task_backend(request.cluster, lake, request.job_id)
             return restart_job(lake, request, backend, opened["job"], verdict, taken_out, checkpoint)
 
-    @task(retries=0)
+    @task
     def release(opened: dict | None) -> bool:
-        """Release the job's recovery marker; nothing to release when the recovery never opened (bad
-        Params), and nothing to retry: a teardown that fails would only delay the run's verdict."""
+        """Release the job's recovery marker; nothing to release when the recovery never opened (bad Params)."""
         from acme.recovery.recover import RecoveryRequest, close_recovery
         from acme_airflow.lake import task_lake
 
