@@ -51,7 +51,10 @@ def airflow_env(tmp_path):
             "AIRFLOW__CORE__DAGS_FOLDER": str(ROOT / "dags"),
             "AIRFLOW__CORE__PLUGINS_FOLDER": str(ROOT / "plugins"),
             "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-            "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "False",
+            # Only the DAG under test runs: the others (their Asset-triggered runs after each ingest) and
+            # the scheduled run for yesterday would compete with the backfill for the executor's slots.
+            "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "True",
+            "AIRFLOW__SCHEDULER__USE_JOB_SCHEDULE": "False",
             "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"http://127.0.0.1:{port}/execution/",
             "AIRFLOW__API__HOST": "127.0.0.1",
             "AIRFLOW__API__PORT": str(port),
@@ -126,6 +129,14 @@ def test_backfill_of_three_days_runs_two_at_a_time_and_publishes_each_job_once(a
         lambda: any(d["dag_id"] == "ingest_job_traces" for d in airflow_json(env, "dags", "list")),
         180, "the dag-processor to register ingest_job_traces", airflow_env["logs"],
     )  # fmt: skip
+    unpaused = subprocess.run(
+        [AIRFLOW, "dags", "unpause", "ingest_job_traces"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert unpaused.returncode == 0, unpaused.stderr[-2000:]
     created = subprocess.run(
         [AIRFLOW, "backfill", "create", "--dag-id", "ingest_job_traces", "--from-date", DAYS[0],
          "--to-date", DAYS[-1], "--max-active-runs", "2"],
