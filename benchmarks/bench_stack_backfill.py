@@ -38,7 +38,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "plugins"))
 
-from stack.stack import StackSettings, down, stack_env, stack_rss_bytes, up  # noqa: E402
+from stack.stack import StackSettings, down, lake_client, stack_env, stack_rss_bytes, up  # noqa: E402
 
 DATA = ROOT / "benchmarks" / ".data"
 START = date(2023, 7, 1)
@@ -99,17 +99,9 @@ class RssSampler(threading.Thread):
 
 
 def count_published(settings: StackSettings, day: str) -> tuple[int, int]:
-    import boto3
     import pyarrow.parquet as pq
 
-    env = stack_env(settings)
-    client = boto3.client(
-        "s3",
-        endpoint_url=env["AWS_ENDPOINT_URL_S3"],
-        aws_access_key_id=env["AWS_ACCESS_KEY_ID"],
-        aws_secret_access_key=env["AWS_SECRET_ACCESS_KEY"],
-        region_name="us-east-1",
-    )
+    client = lake_client(settings)
     key = f"lake/jobs/cluster=kalos/date={day}/jobs.parquet"
     ids = pq.read_table(io.BytesIO(client.get_object(Bucket=settings.bucket, Key=key)["Body"].read()))
     ids = ids["job_id"].to_pylist()

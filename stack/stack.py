@@ -424,17 +424,22 @@ def _s3_ready(settings: StackSettings) -> bool:
         return False
 
 
-def ensure_bucket(settings: StackSettings) -> None:
+def lake_client(settings: StackSettings):
+    """A boto3 S3 client for the stack's loopback object store (its credentials and endpoint)."""
     import boto3
 
     env = stack_env(settings)
-    client = boto3.client(
+    return boto3.client(
         "s3",
         endpoint_url=env["AWS_ENDPOINT_URL_S3"],
         aws_access_key_id=env["AWS_ACCESS_KEY_ID"],
         aws_secret_access_key=env["AWS_SECRET_ACCESS_KEY"],
         region_name="us-east-1",
     )
+
+
+def ensure_bucket(settings: StackSettings) -> None:
+    client = lake_client(settings)
     if settings.bucket not in [b["Name"] for b in client.list_buckets()["Buckets"]]:
         client.create_bucket(Bucket=settings.bucket)
 

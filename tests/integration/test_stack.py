@@ -22,13 +22,13 @@ import urllib.request
 import uuid
 from pathlib import Path
 
-import boto3
 import pyarrow.parquet as pq
 import pytest
 from stack.stack import (
     StackSettings,
     down,
     group_pids,
+    lake_client,
     service_pid,
     stack_env,
     stop_service,
@@ -164,17 +164,6 @@ def wait_for_run(
         return state if state in ("success", "failed") else None
 
     return wait_for(finished, timeout_s, f"run {run_id} to finish", stack)
-
-
-def lake_client(stack: StackSettings):
-    env = stack_env(stack)
-    return boto3.client(
-        "s3",
-        endpoint_url=env["AWS_ENDPOINT_URL_S3"],
-        aws_access_key_id=env["AWS_ACCESS_KEY_ID"],
-        aws_secret_access_key=env["AWS_SECRET_ACCESS_KEY"],
-        region_name="us-east-1",
-    )
 
 
 def lake_keys(stack: StackSettings) -> list[str]:
