@@ -207,14 +207,16 @@ class S3FaultProxy:
                 body = self._read_body()
                 if action in _ERRORS:
                     status = int(action)
-                    self._send_error(status, *_ERRORS[action], path)
                     proxy._record(method, path, action, status)
+                    self._send_error(status, *_ERRORS[action], path)
                     return
                 if action == "delay":
                     time.sleep(delay_s)
                 status, headers, payload = self._forward(method, path, body)
+                # Recorded before the client sees the answer, so a test reading the events after its
+                # request returned always finds this one.
+                proxy._record(method, path, action, status)
                 if action == "reset_after":
-                    proxy._record(method, path, action, status)
                     self._reset()
                     return
                 self.send_response(status)
@@ -227,12 +229,10 @@ class S3FaultProxy:
                 self.end_headers()
                 if action == "truncate":
                     self.wfile.write(payload[: len(payload) // 2])
-                    proxy._record(method, path, action, status)
                     self._reset()
                     return
                 if method != "HEAD":
                     self.wfile.write(payload)
-                proxy._record(method, path, action, status)
 
             do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _handle
 
