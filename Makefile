@@ -13,6 +13,8 @@ export AIRFLOW_HOME ?= $(CURDIR)/.airflow
 export AIRFLOW__CORE__DAGS_FOLDER := $(CURDIR)/dags
 export AIRFLOW__CORE__PLUGINS_FOLDER := $(CURDIR)/plugins
 export AIRFLOW__CORE__LOAD_EXAMPLES := False
+# Consumer DAG runs queued in DAG-id order (plugins/acme_airflow/asset_manager.py).
+export AIRFLOW__CORE__ASSET_MANAGER_CLASS := acme_airflow.asset_manager.OrderedAssetManager
 export AIRFLOW__CORE__PARALLELISM ?= 4
 export AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION := False
 export GX_ANALYTICS_ENABLED := false

@@ -38,6 +38,8 @@ BIN = Path(sys.executable).parent
 # Start order: the lake and the API first, the worker last (it needs the API to run tasks).
 SERVICES = ("s3", "api-server", "dag-processor", "scheduler", "triggerer", "worker")
 STACK_USER = "admin"
+# Consumer DAG runs queued in DAG-id order: Airflow 3.3.2 can deadlock on Postgres without it.
+ASSET_MANAGER_CLASS = "acme_airflow.asset_manager.OrderedAssetManager"
 
 
 class StackError(RuntimeError):
@@ -169,6 +171,7 @@ def stack_env(settings: StackSettings) -> dict[str, str]:
         "AIRFLOW__CORE__DAGS_FOLDER": str(ROOT / "dags"),
         "AIRFLOW__CORE__PLUGINS_FOLDER": str(ROOT / "plugins"),
         "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+        "AIRFLOW__CORE__ASSET_MANAGER_CLASS": ASSET_MANAGER_CLASS,
         "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "False",
         "AIRFLOW__CORE__FERNET_KEY": state["fernet_key"],
         "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"{api}/execution/",

@@ -17,6 +17,7 @@ os.environ["AIRFLOW_HOME"] = os.environ.get("ACME_TEST_AIRFLOW_HOME") or str(ROO
 os.environ["AIRFLOW__CORE__DAGS_FOLDER"] = str(ROOT / "dags")
 os.environ["AIRFLOW__CORE__PLUGINS_FOLDER"] = str(ROOT / "plugins")
 os.environ["AIRFLOW__CORE__LOAD_EXAMPLES"] = "False"
+os.environ["AIRFLOW__CORE__ASSET_MANAGER_CLASS"] = "acme_airflow.asset_manager.OrderedAssetManager"
 os.environ["AIRFLOW__CORE__PARALLELISM"] = "2"
 os.environ["GX_ANALYTICS_ENABLED"] = "false"
 # Tests must never write into the demo lake.
