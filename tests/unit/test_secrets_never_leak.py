@@ -76,7 +76,12 @@ def test_redact_masks_every_planted_kind():
         assert secret in text and secret not in masked, name
 
 
-def test_ingest_and_diagnosis_write_no_secret_outside_the_raw_zone(lake, tmp_path, monkeypatch):
+def test_ingest_diagnosis_and_report_write_and_log_no_secret_outside_the_raw_zone(
+    lake, tmp_path, monkeypatch, capfd, caplog
+):
+    from acme.report.build import build_report
+
+    caplog.set_level("DEBUG")
     monkeypatch.setenv("ACME_DIAGNOSIS_EMBEDDING", "lexical")
     extract = tmp_path / "sacct-2024-03-10.txt"
     extract.write_text(SACCT + "\n", encoding="utf-8")
@@ -94,6 +99,8 @@ def test_ingest_and_diagnosis_write_no_secret_outside_the_raw_zone(lake, tmp_pat
     decided = route(record, job)
     assert decided.message is not None
     write_owner_message(lake, record, decided.message)
+    report = build_report(lake, "seren", "2024-03")
+    assert report["summary"]["gpu_jobs"] == 1
 
     objects = all_objects(lake)
     outside_raw = {key: data for key, data in objects.items() if not key.startswith("raw/")}
@@ -101,6 +108,10 @@ def test_ingest_and_diagnosis_write_no_secret_outside_the_raw_zone(lake, tmp_pat
     assert any(key.startswith("quarantine/") for key in outside_raw)
     assert any(key.startswith("diagnoses/") for key in outside_raw)
     assert any(key.startswith("diagnosis/messages/") for key in outside_raw)
+    assert any(key.startswith("reports/") and key.endswith(".html") for key in outside_raw)
+    printed = capfd.readouterr()
+    outside_raw["printed and logged"] = (printed.out + printed.err + caplog.text).encode()
+    assert "quarantine/jobs/cluster=seren" in caplog.text  # the run's own logging was captured
     leaks = [
         (name, key)
         for key, data in outside_raw.items()

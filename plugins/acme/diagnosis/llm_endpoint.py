@@ -28,6 +28,7 @@ from typing import Any
 
 from acme.config import env, env_number
 from acme.errors import AcmeError, ConfigError
+from acme.secrets import redact
 
 log = logging.getLogger(__name__)
 
@@ -65,11 +66,17 @@ class LLMEndpoint:
 
     def __post_init__(self) -> None:
         if not self.base_url.startswith(("http://", "https://")):
-            raise ConfigError(f"LLM base URL {self.base_url!r} must start with http:// or https://")
+            raise ConfigError(f"LLM base URL {self.shown_url!r} must start with http:// or https://")
         if not self.model:
-            raise ConfigError(f"LLM endpoint {self.base_url}: no model name given")
+            raise ConfigError(f"LLM endpoint {self.shown_url}: no model name given")
         if self.timeout_s <= 0 or self.max_retries < 0 or self.backoff_base_s < 0:
-            raise ConfigError(f"LLM endpoint {self.base_url}: timeout must be > 0, retries and backoff >= 0")
+            raise ConfigError(f"LLM endpoint {self.shown_url}: timeout must be > 0, retries and backoff >= 0")
+
+    @property
+    def shown_url(self) -> str:
+        """The base URL as errors and logs show it: credentials in it (user:password@) masked, since
+        the errors end up in task logs and in the diagnosis records' notes."""
+        return redact(self.base_url)
 
     @classmethod
     def from_env(cls) -> LLMEndpoint | None:
@@ -178,18 +185,18 @@ def chat_completion(
             retry, what, wait = _classify(exc)
             failures.append(what)
             if not retry:
-                raise AgentUnavailable(f"{endpoint.base_url}: {what}, not retried") from exc
+                raise AgentUnavailable(f"{endpoint.shown_url}: {what}, not retried") from exc
             if attempt == endpoint.max_retries:
                 break
             if wait is not None and wait > endpoint.max_retry_after_s:
                 raise AgentUnavailable(
-                    f"{endpoint.base_url}: {what}, server asked to wait {wait:.0f} s "
+                    f"{endpoint.shown_url}: {what}, server asked to wait {wait:.0f} s "
                     f"(more than the {endpoint.max_retry_after_s:.0f} s allowed)"
                 ) from exc
             delay = max(wait or 0.0, endpoint.backoff_s(attempt))
             log.warning(
                 "LLM endpoint %s: %s; retry %d/%d in %.2f s",
-                endpoint.base_url,
+                endpoint.shown_url,
                 what,
                 attempt + 1,
                 endpoint.max_retries,
@@ -202,4 +209,4 @@ def chat_completion(
             return ""
         return choices[0].message.content or ""
     attempts = f"{len(failures)} attempt{'s' if len(failures) != 1 else ''}"
-    raise AgentUnavailable(f"{endpoint.base_url}: {attempts} failed ({', '.join(failures)})")
+    raise AgentUnavailable(f"{endpoint.shown_url}: {attempts} failed ({', '.join(failures)})")

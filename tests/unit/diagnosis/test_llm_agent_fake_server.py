@@ -307,6 +307,21 @@ def test_unreachable_endpoint_is_unavailable():
         FailureAgent(endpoint).diagnose(_log_text(TRAINING_LOG), [], None)
 
 
+def test_credentials_in_the_endpoint_url_stay_out_of_errors_and_logs(caplog):
+    """The error ends up in the task log and in the diagnosis record's note: no password in either."""
+    with FakeOpenAIServer() as server:
+        port = server.base_url.split(":")[2].split("/")[0]  # a port that was just closed
+    base_url = f"http://svc:pl4nted-Pa55word@127.0.0.1:{port}/v1"
+    endpoint = LLMEndpoint(base_url=base_url, model="m", max_retries=1, backoff_base_s=0.01, timeout_s=1)
+    with pytest.raises(AgentUnavailable, match="connection failed") as raised:
+        FailureAgent(endpoint).diagnose(_log_text(TRAINING_LOG), [], None)
+    assert "127.0.0.1" in str(raised.value) and "retry 1/1" in caplog.text
+    assert "pl4nted-Pa55word" not in str(raised.value) + caplog.text
+    with pytest.raises(ConfigError) as refused:
+        LLMEndpoint(base_url="http://svc:pl4nted-Pa55word@127.0.0.1/v1", model="")
+    assert "pl4nted-Pa55word" not in str(refused.value)
+
+
 # ------------------------------------------------------------------------------------------------ injection
 def test_planted_injection_cannot_steer_or_act_fake_server(fake_llm):
     """A model that obeyed the planted text answers ECCError, cites it, and asks to cordon: all refused."""
