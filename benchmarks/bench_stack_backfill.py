@@ -1,20 +1,23 @@
-"""Backfill benchmark on the local production stack (``stack/stack.py``; issue 7).
+"""Backfill benchmark on the local production stack (``stack/stack.py``; issues 7 and 8).
 
-A synthesized Kalos-scale trace (``acme.synth.trace``, the release's daily volume at ``--scale 1``,
-seed 7, one AcmeTrace CSV per UTC day, made once and kept in ``benchmarks/.data/``) is configured
-as the only cluster (a clusters file passed as ``ACME_CLUSTERS_FILE``). A fresh stack — Celery
+A synthesized Kalos- or Seren-scale trace (``acme.synth.trace``, the release's daily volume at
+``--scale 1``, seed 7, one AcmeTrace CSV per UTC day, made once and kept in ``benchmarks/.data/``)
+is configured as the only cluster (a clusters file passed as ``ACME_CLUSTERS_FILE``). A fresh stack — Celery
 worker over Redis, Postgres metadata DB, lake on the loopback S3 server — runs
 ``airflow backfill create`` over the 30 days. Measured: wall time from the backfill's creation to
-the end of its last run, runs per minute, and the peak memory of the whole stack (the RSS of every
-process of its process groups, summed, sampled every 0.5 s). Afterwards every day's partition is
+the end of its last run, runs per minute, and the memory of the whole stack (the RSS of every
+process of its process groups, summed, sampled every 0.5 s): its peak, and its peak in the first
+and in the last quarter of the backfill (bounded memory: the last is not above the first by much). Afterwards every day's partition is
 read back from S3 and compared with its input (each job exactly once).
 
 Parallelism is stated in the results: ``[core] parallelism``, Celery worker concurrency, the
 backfill's ``--max-active-runs``. The stack is stopped and its database dropped at the end, also on
 failure.
 
-Results go to benchmarks/results/stack_backfill.json.
-Usage: python benchmarks/bench_stack_backfill.py [--days 30] [--max-active-runs 4] [--concurrency 2]
+Results go to benchmarks/results/stack_backfill.json (30 Kalos days, the default) or
+stack_backfill_<cluster>_<days>d.json.
+Usage: python benchmarks/bench_stack_backfill.py [--cluster kalos|seren] [--days 30] [--max-active-runs 4]
+       [--concurrency 2]      (the six-month run: --cluster seren --days 184)
 """
 
 from __future__ import annotations
@@ -46,12 +49,12 @@ SEED = 7
 AIRFLOW = str(Path(sys.executable).with_name("airflow"))
 
 
-def kalos_trace(days: int, scale: float) -> Path:
-    folder = DATA / f"kalos_{START.isoformat()}_{days}d_x{scale:g}_seed{SEED}"
+def synth_trace(cluster: str, days: int, scale: float) -> Path:
+    folder = DATA / f"{cluster}_{START.isoformat()}_{days}d_x{scale:g}_seed{SEED}"
     if not (folder / f"{(START + timedelta(days=days - 1)).isoformat()}.csv").exists():
         from acme.synth.trace import write_synth_trace
 
-        write_synth_trace("kalos", START, days, folder, scale=scale, seed=SEED, per_day=True)
+        write_synth_trace(cluster, START, days, folder, scale=scale, seed=SEED, per_day=True)
     return folder
 
 
@@ -86,23 +89,41 @@ class RssSampler(threading.Thread):
     def __init__(self, settings: StackSettings, period_s: float = 0.5):
         super().__init__(daemon=True)
         self.settings, self.period_s = settings, period_s
-        self.peak = self.samples = 0
+        self.rss: list[tuple[float, int]] = []  # (monotonic time, bytes)
         self.load: list[float] = []  # 1-minute load average: the machine is shared and noisy
         self.stop = threading.Event()
 
     def run(self) -> None:
         while not self.stop.is_set():
-            self.peak = max(self.peak, stack_rss_bytes(self.settings))
-            self.samples += 1
+            self.rss.append((time.monotonic(), stack_rss_bytes(self.settings)))
             self.load.append(os.getloadavg()[0])
             self.stop.wait(self.period_s)
 
+    @property
+    def peak(self) -> int:
+        return max(rss for _, rss in self.rss)
 
-def count_published(settings: StackSettings, day: str) -> tuple[int, int]:
+    def peak_between(self, start: float, end: float) -> int:
+        return max((rss for at, rss in self.rss if start <= at <= end), default=0)
+
+
+def backfill_runs(api: Api) -> list[dict]:
+    """Every backfill run of the job DAG (the API pages at 100)."""
+    runs: list[dict] = []
+    while True:
+        page = api.call(
+            "GET", f"/api/v2/dags/ingest_job_traces/dagRuns?run_type=backfill&limit=100&offset={len(runs)}"
+        )["dag_runs"]
+        runs += page
+        if len(page) < 100:
+            return runs
+
+
+def count_published(settings: StackSettings, cluster: str, day: str) -> tuple[int, int]:
     import pyarrow.parquet as pq
 
     client = lake_client(settings)
-    key = f"lake/jobs/cluster=kalos/date={day}/jobs.parquet"
+    key = f"lake/jobs/cluster={cluster}/date={day}/jobs.parquet"
     ids = pq.read_table(io.BytesIO(client.get_object(Bucket=settings.bucket, Key=key)["Body"].read()))
     ids = ids["job_id"].to_pylist()
     return len(ids), len(set(ids))
@@ -110,6 +131,7 @@ def count_published(settings: StackSettings, day: str) -> tuple[int, int]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--cluster", choices=("kalos", "seren"), default="kalos")
     parser.add_argument("--days", type=int, default=30)
     parser.add_argument("--scale", type=float, default=1.0)
     parser.add_argument("--max-active-runs", type=int, default=4)
@@ -117,14 +139,15 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=2, help="Celery worker concurrency")
     args = parser.parse_args()
 
-    trace = kalos_trace(args.days, args.scale)
+    trace = synth_trace(args.cluster, args.days, args.scale)
     days = [(START + timedelta(days=i)).isoformat() for i in range(args.days)]
     input_rows = {d: len((trace / f"{d}.csv").read_text().splitlines()) - 1 for d in days}
     work = Path(tempfile.mkdtemp(prefix="acme-bench-stack-"))
     clusters = work / "clusters.yaml"
     clusters.write_text(
-        f'clusters:\n  kalos:\n    jobs:\n      format: acmetrace\n      input: "{trace}/{{ds}}.csv"\n'
+        f'clusters:\n  {args.cluster}:\n    jobs:\n      format: acmetrace\n      input: "{trace}/{{ds}}.csv"\n'
     )
+    timeout_s = max(3600, 60 * len(days))
     settings = StackSettings(
         home=work / "stack",
         password="bench-password",
@@ -167,21 +190,24 @@ def main() -> None:
         if created.returncode != 0:
             raise SystemExit(f"backfill create failed: {created.stderr[-2000:]}")
         most_running = 0
+        quarter_done: dict[int, float] = {}  # 1..4 -> when a quarter of the runs had finished
         while True:
-            runs = api.call("GET", "/api/v2/dags/ingest_job_traces/dagRuns?run_type=backfill&limit=100")[
-                "dag_runs"
-            ]
+            runs = backfill_runs(api)
             most_running = max(most_running, sum(r["state"] == "running" for r in runs))
-            if len(runs) == len(days) and all(r["state"] in ("success", "failed") for r in runs):
+            finished = sum(r["state"] in ("success", "failed") for r in runs)
+            for quarter in range(1, 5):
+                if finished >= quarter * len(days) / 4:
+                    quarter_done.setdefault(quarter, time.monotonic())
+            if len(runs) == len(days) and finished == len(days):
                 break
-            if time.monotonic() - began > 3600:
-                raise SystemExit("the backfill did not finish within an hour")
-            time.sleep(1)
+            if time.monotonic() - began > timeout_s:
+                raise SystemExit(f"the backfill did not finish within {timeout_s} s")
+            time.sleep(2)
         wall_s = time.monotonic() - began
         sampler.stop.set()
         sampler.join()
         states = sorted({r["state"] for r in runs})
-        published = {d: count_published(settings, d) for d in days}
+        published = {d: count_published(settings, args.cluster, d) for d in days}
         exact = all(published[d] == (input_rows[d], input_rows[d]) for d in days)
         durations = sorted(
             (datetime.fromisoformat(r["end_date"]) - datetime.fromisoformat(r["start_date"])).total_seconds()
@@ -190,7 +216,7 @@ def main() -> None:
         result = {
             "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
             "trace": {
-                "cluster": "kalos",
+                "cluster": args.cluster,
                 "days": args.days,
                 "scale": args.scale,
                 "seed": SEED,
@@ -212,7 +238,11 @@ def main() -> None:
             "run_duration_s": {"median": durations[len(durations) // 2], "max": durations[-1]},
             "stack_rss_idle_mib": round(idle_rss / 2**20),
             "stack_rss_peak_mib": round(sampler.peak / 2**20),
-            "rss_samples": sampler.samples,
+            "stack_rss_peak_first_quarter_mib": round(sampler.peak_between(began, quarter_done[1]) / 2**20),
+            "stack_rss_peak_last_quarter_mib": round(
+                sampler.peak_between(quarter_done[3], quarter_done[4]) / 2**20
+            ),
+            "rss_samples": len(sampler.rss),
             "load_average_1m": {
                 "mean": round(sum(sampler.load) / len(sampler.load), 2),
                 "max": max(sampler.load),
@@ -220,7 +250,12 @@ def main() -> None:
             "every_job_published_exactly_once": exact,
         }
         print(json.dumps(result, indent=1))
-        out = ROOT / "benchmarks" / "results" / "stack_backfill.json"
+        name = (
+            "stack_backfill"
+            if (args.cluster, args.days) == ("kalos", 30)
+            else f"stack_backfill_{args.cluster}_{args.days}d"
+        )
+        out = ROOT / "benchmarks" / "results" / f"{name}.json"
         out.write_text(json.dumps(result, indent=1) + "\n")
         if states != ["success"] or not exact:
             raise SystemExit("the backfill did not publish every day exactly once")
