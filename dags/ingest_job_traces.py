@@ -42,17 +42,10 @@ from acme_airflow.params import manual_run_params
 def ingest_job_traces():
     @task
     def plan_inputs() -> list[dict]:
-        from acme.clusters import load_clusters
         from acme.ingest_jobs import plan_job_inputs
-        from acme_airflow.context import run_day
-        from acme_airflow.failures import no_retry_for_bad_input
+        from acme_airflow.params import plan_run_inputs
 
-        context = get_current_context()
-        params = context["params"]
-        with no_retry_for_bad_input():
-            return plan_job_inputs(
-                load_clusters(), run_day(context), params["cluster"], params["source"], params.get("input")
-            )
+        return plan_run_inputs(plan_job_inputs)
 
     @task(map_index_template="{{ planned['input']['cluster'] }}")
     def extract(planned: dict) -> dict:

@@ -44,17 +44,10 @@ from acme_airflow.params import manual_run_params
 def ingest_metrics():
     @task
     def plan_inputs() -> list[dict]:
-        from acme.clusters import load_clusters
         from acme.metrics.ingest import plan_metric_inputs
-        from acme_airflow.context import run_day
-        from acme_airflow.failures import no_retry_for_bad_input
+        from acme_airflow.params import plan_run_inputs
 
-        context = get_current_context()
-        params = context["params"]
-        with no_retry_for_bad_input():
-            return plan_metric_inputs(
-                load_clusters(), run_day(context), params["cluster"], params["source"], params.get("input")
-            )
+        return plan_run_inputs(plan_metric_inputs)
 
     @task(outlets=[METRICS], map_index_template="{{ planned['cluster'] }}")
     def ingest(planned: dict) -> dict:

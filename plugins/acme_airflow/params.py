@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from airflow.sdk import Param
 
 
@@ -24,3 +27,20 @@ def manual_run_params(formats: list[str], input_description: str) -> dict[str, P
         ),
         "input": Param(None, type=["null", "string"], title="Input location", description=input_description),
     }
+
+
+def plan_run_inputs(plan: Callable[..., list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    """An ingest DAG's plan: ``plan(clusters, day, cluster, source, input)`` with the configured clusters,
+    the run's UTC day and the Params above. Bad Params or configuration fail the task without a retry."""
+    from airflow.sdk import get_current_context
+
+    from acme.clusters import load_clusters
+    from acme_airflow.context import run_day
+    from acme_airflow.failures import no_retry_for_bad_input
+
+    context = get_current_context()
+    params = context["params"]
+    with no_retry_for_bad_input():
+        return plan(
+            load_clusters(), run_day(context), params["cluster"], params["source"], params.get("input")
+        )
