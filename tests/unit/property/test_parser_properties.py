@@ -25,6 +25,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from acme.errors import InputError
+from acme.sources.sacct import DEFAULT_FIELDS
 
 EXAMPLES = int(os.environ.get("ACME_PROPERTY_EXAMPLES", "100"))
 SETTINGS = settings(
@@ -53,23 +54,7 @@ def assert_rejects_located(rejects, source_file: str) -> None:
 # --------------------------------------------------------------------------- sacct
 
 
-SACCT_FIELDS = [
-    "JobID",
-    "JobName",
-    "User",
-    "Partition",
-    "State",
-    "Submit",
-    "Start",
-    "End",
-    "Elapsed",
-    "NNodes",
-    "NCPUS",
-    "NodeList",
-    "AllocTRES",
-    "ReqTRES",
-    "ExitCode",
-]
+SACCT_FIELDS = list(DEFAULT_FIELDS)  # what the live mode asks sacct for
 sacct_cell = {
     "JobID": st.one_of(st.integers(1, 10**9).map(str), st.from_regex(r"\d{1,6}(_\d{1,3})?(\.(batch|extern|\d))?", fullmatch=True), garbage),
     "State": st.one_of(st.sampled_from(["COMPLETED", "FAILED", "CANCELLED by 42", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "RUNNING"]), garbage),
