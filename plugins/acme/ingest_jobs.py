@@ -428,14 +428,39 @@ def validate_staged(
 
 
 def publish_staged(lake: Lake, job_input: JobInput, staging: str) -> list[str]:
-    """Merge the staged accepted rows into their partitions, then drop the staging area."""
+    """Merge the staged accepted rows into their partitions, then drop the staging area.
+
+    A retry whose earlier try published but died while or after dropping the staging area (a killed
+    worker) finds nothing staged: it returns the partitions that record this input in their
+    ``_validation.json`` and finishes the drop.
+    """
     from acme.schema import jobs_from_arrow
 
+    if not lake.exists(f"{staging}/accepted.parquet"):
+        partitions = partitions_holding(lake, job_input)
+        if not partitions:
+            raise InputError(
+                lake.url(staging),
+                "nothing staged and no partition holds this input: run its validate task again",
+            )
+        lake.delete_prefix(staging)
+        return partitions
     accepted = jobs_from_arrow(lake.read_parquet(f"{staging}/accepted.parquet"))
     report = lake.read_json(f"{staging}/validation.json", default={})
     partitions = publish_jobs(lake, job_input, accepted, report)
+    # The staged rows go first: while they exist, the rest of the staging area (the report) does too.
+    lake.delete_prefix(f"{staging}/accepted.parquet")
     lake.delete_prefix(staging)
     return partitions
+
+
+def partitions_holding(lake: Lake, job_input: JobInput) -> list[str]:
+    """URLs of the cluster's job partitions whose ``_validation.json`` records ``job_input``, by day."""
+    found = []
+    for key in lake.list(f"jobs/cluster={job_input.cluster}"):
+        if key.endswith("/_validation.json") and job_input.key in lake.read_json(key, {}).get("inputs", {}):
+            found.append(lake.url(key.removesuffix("_validation.json") + "jobs.parquet"))
+    return found
 
 
 def _jobs_table(jobs: pd.DataFrame):

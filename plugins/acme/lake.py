@@ -9,10 +9,11 @@ Layout (Hive-style partitions, so DuckDB and pyarrow read them as datasets)::
     raw/jobs/cluster=<c>/date=<d>/<input_key><ext>           the extracted source, as received
     staging/<run>/...                                         hand-over between the tasks of one run
 
-Every object is published whole: locally written to a temporary name and renamed over the
-target (``os.replace`` is atomic on POSIX); on S3 one PUT (readers see the old or the new
-object, never a part). Read-modify-write of a partition happens under a lock: ``flock``
-locally, a conditional PUT (``If-None-Match: *``) of a lock object on S3.
+Every object is published whole: locally written to a hidden temporary name and renamed over the
+target (``os.replace`` is atomic on POSIX; the next write of the object removes the temporary file
+a killed writer left); on S3 one PUT (readers see the old or the new object, never a part).
+Read-modify-write of a partition happens under a lock: ``flock`` locally, a conditional PUT
+(``If-None-Match: *``) of a lock object on S3.
 """
 
 from __future__ import annotations
@@ -113,8 +114,10 @@ class Lake:
     def write_bytes(self, key: str, data: bytes) -> str:
         target = self.path(key)
         if self.is_local:
-            os.makedirs(os.path.dirname(target), exist_ok=True)
-            temporary = f"{target}.tmp-{uuid.uuid4().hex}"
+            folder, name = os.path.split(target)
+            os.makedirs(folder, exist_ok=True)
+            _remove_orphaned_temporaries(folder, name)
+            temporary = os.path.join(folder, f"{_temporary_prefix(name)}{os.getpid()}-{uuid.uuid4().hex}")
             try:
                 with open(temporary, "wb") as handle:
                     handle.write(data)
@@ -300,6 +303,36 @@ class Lake:
             endpoint_url=client_kwargs.get("endpoint_url") or options.get("endpoint_url"),
             region_name=client_kwargs.get("region_name"),
         )
+
+
+def _temporary_prefix(name: str) -> str:
+    """Temporary files are hidden (a leading dot: Hive-style readers such as ``pyarrow.dataset`` skip
+    them, so a complete but unrenamed copy is never read as a second data file) and name their host and
+    process, so that a later write of the same object can remove those a killed writer left behind."""
+    return f".{name}.tmp-{os.uname().nodename}-"
+
+
+def _remove_orphaned_temporaries(folder: str, name: str) -> None:
+    """Remove this object's temporary files whose writer, a process of this host, is dead (SIGKILLed)."""
+    import glob
+
+    prefix = _temporary_prefix(name)
+    for path in glob.glob(os.path.join(glob.escape(folder), glob.escape(prefix) + "*")):
+        pid = os.path.basename(path)[len(prefix) :].split("-", 1)[0]
+        if not pid.isdigit() or _process_alive(int(pid)):
+            continue
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
+
+
+def _process_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # alive, someone else's
+    return True
 
 
 def open_lake(uri: str | None = None, storage_options: dict[str, Any] | None = None) -> Lake:

@@ -7,7 +7,7 @@ trial on that node loads it from there.
 Idempotent and safe under concurrency:
 
 - the copy is written to ``<shm_dir>/.<model-id>.tmp-<uuid>/`` and published by one ``rename``,
-  so a trial never sees half a model;
+  so a trial never sees half a model (the next precursor removes the staging folder of a killed one);
 - ``<model-id>/_manifest.json`` records each file's size and SHA-256; a later precursor (a retry,
   a re-run, a second "node" on the same host) checks the sizes against the source and the
   checksums against the manifest and copies nothing when they match (a mismatch replaces the copy);
@@ -140,6 +140,9 @@ def preload_model(
             return PreloadResult(
                 model_id, str(target), len(files), total, False, time.perf_counter() - started
             )
+        # Copies are staged only under this lock: a staging folder seen now is a killed precursor's.
+        for orphan in shm_dir.glob(f".{model_id}.tmp-*"):
+            shutil.rmtree(orphan, ignore_errors=True)
         staging = shm_dir / f".{model_id}.tmp-{uuid.uuid4().hex}"
         try:
             manifest = {}

@@ -136,6 +136,15 @@ class SimulatedBackend:
     def restart(self, job: JobInfo, plan: RestartPlan) -> dict[str, Any]:
         with self.lake.lock(f"recovery-simulated-{self.cluster}", timeout_s=60):
             state = self._state()
+            for earlier in state["submitted"]:
+                # This recovery's restart went through but its worker died before logging it: not twice
+                # (as on Slurm and Kubernetes, the recovery id marks the resubmitted job).
+                if (
+                    earlier["restart_of"] == job.job_id
+                    and earlier.get("environment", {}).get("ACME_RECOVERY_ID") == plan.recovery_id
+                ):
+                    environment = earlier["environment"]
+                    return {"new_job_id": earlier["job_id"], "backend": self.name, "environment": environment}
             new_id = f"{job.job_id}-r{len(state['submitted']) + 1}"
             nodes = [n for n in job.nodes if n not in set(plan.exclude_nodes)]
             state["submitted"].append(
