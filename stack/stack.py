@@ -183,6 +183,13 @@ def stack_env(settings: StackSettings) -> dict[str, str]:
         "AIRFLOW__API_AUTH__JWT_SECRET": state["jwt_secret"],
         "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "10",
         "AIRFLOW__SCHEDULER__SCHEDULER_HEARTBEAT_SEC": "2",
+        # A task whose Celery message was lost (Redis restarted, or the worker could not record the
+        # task's start while Postgres was down) stays queued until the scheduler re-queues it: after
+        # 5 minutes, not Airflow's 10 + 2; a dead scheduler's queued tasks are adopted within a minute.
+        # Longer than any wait for a free worker slot here (else a waiting task is re-queued too).
+        "AIRFLOW__SCHEDULER__TASK_QUEUED_TIMEOUT": "300",
+        "AIRFLOW__SCHEDULER__TASK_QUEUED_TIMEOUT_CHECK_INTERVAL": "30",
+        "AIRFLOW__SCHEDULER__ORPHANED_TASKS_CHECK_INTERVAL": "60",
         "AIRFLOW_CONN_ACME_LAKE_S3": json.dumps(lake_connection),
         "ACME_AWS_CONN_ID": "acme_lake_s3",
         "ACME_LAKE_URI": lake_uri(settings),
