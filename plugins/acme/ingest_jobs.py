@@ -102,9 +102,15 @@ def parse_job_input(job_input: JobInput, local_path: str | Path) -> tuple[ParseR
 
     result, layout = _parse_job_input(job_input, local_path)
     result.jobs["job_name"] = redact_column(result.jobs["job_name"])
-    result.rejects["record"] = redact_column(result.rejects["record"])
-    result.rejects["reason"] = redact_column(result.rejects["reason"])
+    _redact_rejects(result.rejects)
     return result, layout
+
+
+def _redact_rejects(rejects: pd.DataFrame) -> None:
+    from acme.secrets import redact_column
+
+    rejects["record"] = redact_column(rejects["record"])
+    rejects["reason"] = redact_column(rejects["reason"])
 
 
 def _parse_job_input(job_input: JobInput, local_path: str | Path) -> tuple[ParseResult, str]:
@@ -122,11 +128,10 @@ def _parse_job_input(job_input: JobInput, local_path: str | Path) -> tuple[Parse
         )
         return result, layout
     if job_input.format == "sacct":
-        from acme.sources.sacct import parse_sacct, read_sacct_file
+        from acme.sources.sacct import parse_sacct_file
 
-        text = read_sacct_file(local_path)
-        result = parse_sacct(
-            text,
+        result = parse_sacct_file(  # streamed: neither the text nor its lines are held
+            local_path,
             job_input.cluster,
             source_file=job_input.uri,
             fields=job_input.fields,
@@ -134,8 +139,10 @@ def _parse_job_input(job_input: JobInput, local_path: str | Path) -> tuple[Parse
             tz=job_input.timezone,
         )
         return result, "sacct"
+    from acme.sources.base import check_input_size
     from acme.sources.kubernetes import parse_kubernetes
 
+    check_input_size(local_path, job_input.uri)  # a JSON document is parsed whole: refuse a huge one unread
     data = Path(local_path).read_bytes()
     return parse_kubernetes(data, job_input.cluster, source_file=job_input.uri, day=job_input.day), "k8s"
 
@@ -371,8 +378,14 @@ def extract_job_input(lake: Lake, job_input: JobInput, command: Sequence[str] | 
         return key
     import fsspec
 
+    from acme.sources.base import refuse_above_limit
+
     try:
-        with fsspec.open(job_input.uri, "rb") as handle:
+        fs, path = fsspec.core.url_to_fs(job_input.uri)
+        size = fs.size(path)  # None when the server does not say (HTTP without a length)
+        if size is not None:
+            refuse_above_limit(size, job_input.uri)  # the copy below holds the input whole
+        with fs.open(path, "rb") as handle:
             data = handle.read()
     except FileNotFoundError:
         raise InputError(job_input.uri, f"no input for {job_input.cluster} on {job_input.day}") from None
@@ -386,6 +399,9 @@ def parse_staged(lake: Lake, job_input: JobInput, raw: str, staging: str) -> dic
     """Parse the raw copy; stage the canonical rows and the parse rejects."""
     import pyarrow as pa
 
+    if job_input.format == "sacct":
+        with lake.local_file(raw) as local_path:
+            return _parse_sacct_staged(lake, job_input, local_path, staging)
     with lake.local_file(raw) as local_path:
         parsed, layout = parse_job_input(job_input, local_path)
     lake.write_parquet(f"{staging}/parsed.parquet", _jobs_table(parsed.jobs))
@@ -400,6 +416,52 @@ def parse_staged(lake: Lake, job_input: JobInput, raw: str, staging: str) -> dic
         "skipped_other_days": parsed.skipped_other_days,
         "first_day": first_submit_day(parsed.jobs),
         "notes": parsed.notes,
+    }
+
+
+def _parse_sacct_staged(lake: Lake, job_input: JobInput, local_path: str, staging: str) -> dict[str, Any]:
+    """:func:`parse_staged` for sacct in bounded memory: the rows come in batches, each masked
+    (:mod:`acme.secrets`) and appended to a local Parquet file that is then uploaded, so the
+    day's rows are never all in memory (the row order may differ from :func:`parse_job_input`'s
+    for a job id seen twice; validation and publishing do not depend on it)."""
+    import os
+    import tempfile
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from acme.secrets import redact_column
+    from acme.sources.sacct import parse_sacct_file
+
+    first_day: list[date] = []
+
+    def stage(jobs: pd.DataFrame) -> None:
+        jobs["job_name"] = redact_column(jobs["job_name"])
+        day = first_submit_day(jobs)
+        if day is not None:
+            first_day[:] = [min([day, *first_day])]
+        writer.write_table(_jobs_table(jobs))
+
+    with tempfile.TemporaryDirectory(prefix="acme-parse-") as folder:
+        local = os.path.join(folder, "parsed.parquet")
+        with pq.ParquetWriter(local, job_arrow_schema(), compression="zstd", write_statistics=True) as writer:
+            summary = parse_sacct_file(
+                local_path, job_input.cluster, source_file=job_input.uri, fields=job_input.fields,
+                day=job_input.day, tz=job_input.timezone, on_jobs=stage,
+            )  # fmt: skip
+        lake.upload_file(local, f"{staging}/parsed.parquet")
+    _redact_rejects(summary.rejects)
+    lake.write_parquet(
+        f"{staging}/parse_rejects.parquet", pa.Table.from_pandas(summary.rejects, preserve_index=False)
+    )
+    return {
+        "layout": "sacct",
+        "rows_in": summary.rows_in,
+        "parsed": summary.rows_ok,
+        "parse_rejects": len(summary.rejects),
+        "skipped_other_days": summary.skipped_other_days,
+        "first_day": first_day[0] if first_day else None,
+        "notes": summary.notes,
     }
 
 

@@ -23,7 +23,6 @@ No log, no rule match, no similar case and no agent give ``Unknown`` with source
 from __future__ import annotations
 
 import gzip
-import io
 import os
 import re
 from collections.abc import Iterable, Iterator
@@ -129,12 +128,24 @@ def locate_logs(
 
 
 def read_log_lines(files: list[tuple[Any, str]]) -> Iterator[str]:
-    """The lines of the log files one after another, streamed (plain or gzip), undecodable bytes replaced."""
+    """The lines of the log files one after another, streamed (plain or gzip), undecodable bytes replaced.
+
+    Only ``\\n`` ends a line (a progress bar's bare ``\\r`` stays inside it). Memory is bounded
+    whatever the log: it is read in chunks, and a line above ``acme.sources.base.MAX_LINE_BYTES``
+    (binary garbage, a runaway print) is never held whole: its head is yielded with a note of its
+    length (the compressor keeps at most 2,000 characters of a line anyway).
+    """
+    from acme.sources.base import iter_raw_lines
+
     for fs, path in files:
         with fs.open(path, "rb") as raw:
             stream = gzip.GzipFile(fileobj=raw) if path.endswith(".gz") else raw
             try:
-                yield from io.TextIOWrapper(stream, encoding="utf-8", errors="replace", newline="\n")
+                for line in iter_raw_lines(stream):
+                    text = line.data.decode("utf-8", errors="replace")
+                    if line.too_long:
+                        text += f" [line of {line.length:,} bytes cut to its first {len(line.data):,}]"
+                    yield text
             except (OSError, EOFError) as exc:
                 raise InputError(path, f"cannot read log: {exc}") from exc
 

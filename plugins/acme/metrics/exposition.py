@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -53,6 +54,7 @@ _TYPES = {
 }
 _FILE_TIME = re.compile(r"(\d{8}T\d{6}Z)|(?<!\d)(\d{10})(?!\d)")
 _VALUES = {"nan": float("nan"), "+inf": float("inf"), "inf": float("inf"), "-inf": float("-inf")}
+_FLUSH_SAMPLES = 1 << 20  # a metric's samples move from Python lists into arrays this many at a time
 
 
 @dataclass
@@ -149,13 +151,82 @@ def parse_exposition(
     openmetrics: bool | None = None,
 ) -> ExpositionResult:
     """Parse exposition text into samples per catalog metric, plus rejects (see the module doc)."""
+    if openmetrics is None:
+        openmetrics = text.rstrip().endswith("# EOF")
+    lines = text.split("\n")  # the format's line end; str.splitlines would also split on \x1e, \x85...
+    if lines and lines[-1] == "":
+        lines.pop()
+    numbered = ((number, line, 0) for number, line in enumerate(lines, start=1))
+    return _parse_lines(numbered, catalog, source_file, default_time_ms, openmetrics, 0)
+
+
+def parse_exposition_file(
+    path: str | Path,
+    catalog: Catalog,
+    *,
+    source_file: str | None = None,
+    default_time_ms: int | None = None,
+    openmetrics: bool | None = None,
+    chunk_bytes: int | None = None,
+    max_line_bytes: int | None = None,
+) -> ExpositionResult:
+    """:func:`parse_exposition` of a file read ``chunk_bytes`` at a time (undecodable bytes
+    replaced): the same result without the text in memory, only the samples (20 bytes each).
+    A line above ``max_line_bytes`` (default ``acme.sources.base.MAX_LINE_BYTES``) is rejected
+    with its length, only its head read into memory."""
+    from acme.sources import base
+
+    name = source_file or str(path)
+    chunk_bytes = chunk_bytes or base.CHUNK_BYTES
+    max_line_bytes = max_line_bytes or base.MAX_LINE_BYTES
+    try:
+        handle = open(path, "rb")  # noqa: SIM115 - closed by the with below
+    except OSError as exc:
+        raise InputError(name, f"cannot read: {exc}") from exc
+    with handle:
+        if openmetrics is None:
+            openmetrics = _ends_with_eof(handle)
+            handle.seek(0)
+        raw_lines = base.iter_raw_lines(handle, chunk_bytes=chunk_bytes, max_line_bytes=max_line_bytes)
+        numbered = (  # a CRLF line end loses its \r, as when the file was read as text before
+            (
+                line.number,
+                line.data.removesuffix(b"\r").decode("utf-8", errors="replace"),
+                line.length * line.too_long,
+            )
+            for line in raw_lines
+        )
+        return _parse_lines(numbered, catalog, name, default_time_ms, openmetrics, max_line_bytes)
+
+
+def _ends_with_eof(handle: Any, block: int = 65536) -> bool:
+    """Whether the file's text, trailing whitespace removed, ends with ``# EOF`` (OpenMetrics)."""
+    end = handle.seek(0, 2)
+    tail = ""
+    while end > 0:
+        start = max(0, end - block)
+        handle.seek(start)
+        tail = handle.read(end - start).decode("utf-8", errors="replace") + tail
+        if tail.rstrip() or start == 0:
+            break
+        end = start
+    return tail.rstrip().endswith("# EOF")
+
+
+def _parse_lines(
+    lines: Iterator[tuple[int, str, int]],
+    catalog: Catalog,
+    source_file: str,
+    default_time_ms: int | None,
+    openmetrics: bool,
+    max_line_bytes: int,
+) -> ExpositionResult:
+    """``lines``: (line number, text without its \\n, byte length if above the limit else 0)."""
     import numpy as np
 
     from acme.metrics.storage import Samples, series_frame
-    from acme.sources.base import rejects_frame
+    from acme.sources.base import long_line_reason, rejects_frame
 
-    if openmetrics is None:
-        openmetrics = text.rstrip().endswith("# EOF")
     ts_factor = 1000 if openmetrics else 1
     wanted = catalog.by_exporter_name()
     file_time = time_from_file_name(source_file)
@@ -164,20 +235,34 @@ def parse_exposition(
     series: dict[str, dict[tuple, int]] = {}
     series_rows: dict[str, list[tuple]] = {}
     columns: dict[str, tuple[list[int], list[int], list[float]]] = {}
+    arrays: dict[str, list[tuple[Any, Any, Any]]] = {}  # samples already moved out of the lists
     rejects: list[dict[str, Any]] = []
     helps: dict[str, str] = {}
     types: dict[str, str] = {}
     skipped: Counter[str] = Counter()
-    lines = text.split("\n")  # the format's line end; str.splitlines would also split on \x1e, \x85...
-    if lines and lines[-1] == "":
-        lines.pop()
+    count = 0
 
     def reject(number: int, reason: str, line: str) -> None:
         rejects.append(
             {"source_file": source_file, "source_line": number, "reason": reason, "record": line[:500]}
         )
 
-    for number, raw in enumerate(lines, start=1):
+    def flush(metric: str) -> None:
+        ids, stamps, values = columns[metric]
+        arrays.setdefault(metric, []).append(
+            (
+                np.array(ids, dtype=np.int32),
+                np.array(stamps, dtype=np.int64),
+                np.array(values, dtype=np.float64),
+            )
+        )
+        ids.clear(), stamps.clear(), values.clear()
+
+    for number, raw, too_long in lines:
+        count = number
+        if too_long:
+            reject(number, long_line_reason(too_long, len(raw.encode()), max_line_bytes), raw)
+            continue
         line = raw.strip()
         if not line:
             continue
@@ -259,18 +344,19 @@ def parse_exposition(
         ids.append(sid)
         stamps.append(ts)
         values.append(value * spec.scale)
+        if len(ids) >= _FLUSH_SAMPLES:
+            flush(spec.name)
 
-    samples = {
-        metric: Samples(
+    samples = {}
+    for metric in columns:
+        flush(metric)
+        parts = arrays.pop(metric)
+        samples[metric] = Samples(
             metric,
             series_frame(series_rows[metric]),
-            np.array(ids, dtype=np.int32),
-            np.array(stamps, dtype=np.int64),
-            np.array(values, dtype=np.float64),
+            *(np.concatenate([p[i] for p in parts]) for i in range(3)),
         )
-        for metric, (ids, stamps, values) in columns.items()
-    }
-    return ExpositionResult(samples, rejects_frame(rejects), len(lines), helps, types, dict(skipped), scrapes)
+    return ExpositionResult(samples, rejects_frame(rejects), count, helps, types, dict(skipped), scrapes)
 
 
 def series_key(labels: dict[str, str], spec: MetricSpec) -> tuple | None:
@@ -304,14 +390,8 @@ def _why_malformed(line: str) -> str:
 
 
 def read_exposition_files(paths: list[Path], catalog: Catalog, default_time_ms: int | None = None):
-    """Parse several scrape files (in name order) into one result per file."""
-    results = []
-    for path in sorted(paths):
-        try:
-            text = Path(path).read_text(encoding="utf-8", errors="replace")
-        except OSError as exc:
-            raise InputError(str(path), f"cannot read: {exc}") from exc
-        results.append(
-            parse_exposition(text, catalog, source_file=str(path), default_time_ms=default_time_ms)
-        )
-    return results
+    """Parse several scrape files (in name order) into one result per file, each streamed."""
+    return [
+        parse_exposition_file(path, catalog, source_file=str(path), default_time_ms=default_time_ms)
+        for path in sorted(paths)
+    ]

@@ -94,6 +94,17 @@ Latin-1 job name, say) are replaced by U+FFFD rather than failing the whole extr
 :func:`parse_sacct` adds a note counting the affected lines (with the first line number);
 ``strict=True`` raises :class:`InputError` naming the file, byte offset and line instead.
 A NUL byte (UTF-16 or binary input) always raises. :func:`run_sacct` decodes the same way.
+
+Memory
+------
+:func:`parse_sacct_file` (what the ingest uses) gives :func:`parse_sacct`'s result while reading
+the file 8 MB at a time, in two passes: an index of job ids (their last job line; steps printed
+before their job or more than 10,000 lines after it), then the rows, built 50,000 jobs at a time
+(``on_jobs`` takes them batch by batch instead of holding them). What grows with the input is
+the index (~100 bytes per job id) and, without ``on_jobs``, the result. A line longer than
+``acme.sources.base.MAX_LINE_BYTES`` (1 MiB) is rejected with its length and never held whole;
+a file above ``ACME_MAX_INPUT_BYTES`` (default 1 GiB: the day's table is validated whole) is
+refused before it is read.
 """
 
 from __future__ import annotations
@@ -102,7 +113,7 @@ import gc
 import re
 import shlex
 import subprocess
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, date, datetime, time, timedelta
 from pathlib import Path
@@ -111,7 +122,17 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from acme.errors import ConfigError, InputError, SchemaDriftError
 from acme.schema import JOB_COLUMNS, STATES
-from acme.sources.base import ParseResult, finish_jobs_frame, rejects_frame
+from acme.sources.base import (
+    CHUNK_BYTES,
+    MAX_LINE_BYTES,
+    ParseResult,
+    ParseSummary,
+    check_input_size,
+    finish_jobs_frame,
+    iter_raw_lines,
+    long_line_reason,
+    rejects_frame,
+)
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -123,6 +144,7 @@ __all__ = [
     "LIVE_STATES",
     "REQUIRED_FIELDS",
     "parse_sacct",
+    "parse_sacct_file",
     "read_sacct_file",
     "run_sacct",
     "sacct_command",
@@ -205,6 +227,8 @@ _EXIT_RE = re.compile(r"(\d+)(?::(\d+))?")
 _NAIVE_TIME = r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}"
 _AWARE_TIME = _NAIVE_TIME + r"(?:Z|[+-]\d{2}:?\d{2})"
 _ELAPSED_RE = re.compile(r"(?:(\d+)-)?(?:(\d+):)?(\d+):(\d+(?:\.\d+)?)")
+BUILD_CHUNK_JOBS = 50_000  # job lines turned into canonical rows at a time
+_STEP_WINDOW = 10_000  # steps up to this many lines after their job line are "near" (not indexed)
 
 
 # --------------------------------------------------------------------------- live mode
@@ -308,13 +332,14 @@ def read_sacct_file(path: str | Path, *, strict: bool = False) -> str:
 
 
 class _Job:
-    __slots__ = ("line", "raw", "steps", "tokens")
+    """A job line, kept as its text (split again when built: a list of fields costs ~4x the line)."""
 
-    def __init__(self, line: int, tokens: list[str], raw: str):
+    __slots__ = ("line", "raw", "steps")
+
+    def __init__(self, line: int, raw: str):
         self.line = line
-        self.tokens = tokens
         self.raw = raw
-        self.steps: list[tuple[str, list[str]]] = []  # (step name, tokens)
+        self.steps: list[tuple[str, str]] = []  # (step name, step line)
 
 
 def parse_sacct(
@@ -330,8 +355,102 @@ def parse_sacct(
 ) -> ParseResult:
     """Parse sacct output into canonical jobs and rejects (see the module docstring)."""
     del day  # kept for a uniform parser signature; see "Days" in the module docstring
+    lines = text.split("\n")
+
+    def read_lines() -> Iterator[tuple[int, str, int]]:
+        return ((number, line, 0) for number, line in enumerate(lines, 1))
+
     with _gc_paused():
-        return _parse(text, cluster, source_file, fields, classifier, tz, delimiter)
+        return _parse(read_lines, cluster, source_file, fields, classifier, tz, delimiter)
+
+
+def parse_sacct_file(
+    path: str | Path,
+    cluster: str,
+    *,
+    source_file: str | None = None,
+    fields: Sequence[str] | str | None = None,
+    day: date | None = None,
+    classifier: JobTypeClassifier | None = None,
+    tz: str = "UTC",
+    delimiter: str = "|",
+    strict: bool = False,
+    chunk_bytes: int = CHUNK_BYTES,
+    max_line_bytes: int = MAX_LINE_BYTES,
+    on_jobs: Callable[[pd.DataFrame], None] | None = None,
+) -> ParseResult | ParseSummary:
+    """:func:`read_sacct_file` then :func:`parse_sacct`, reading the file ``chunk_bytes`` at a time.
+
+    The same result without the file's text or a list of its lines in memory: what is held is
+    the job lines (about the input's size; their fields are split only when built, 50,000 jobs
+    at a time) and the output. A file above ``ACME_MAX_INPUT_BYTES`` is refused before reading;
+    a line above ``max_line_bytes`` is rejected with its length (only its head is read into
+    memory and kept as the record). A NUL byte, or with ``strict`` bytes that are not UTF-8,
+    refuse the file as :func:`read_sacct_file` does (a pass over the bytes first).
+
+    With ``on_jobs``, the canonical rows go to it in batches of up to ``BUILD_CHUNK_JOBS`` (a job
+    id seen twice comes in the batch of its last line) and a :class:`ParseSummary` is returned.
+    """
+    del day
+    name = source_file or str(path)
+    check_input_size(path, name)
+    try:
+        handle = open(path, "rb")  # noqa: SIM115 - closed by the with below
+    except OSError as exc:
+        raise InputError(name, f"cannot read: {exc.strerror or exc}") from exc
+    with handle:
+        _check_bytes(handle, name, strict, chunk_bytes, max_line_bytes)
+
+        def read_lines() -> Iterator[tuple[int, str, int]]:
+            handle.seek(0)
+            return _decoded_lines(
+                iter_raw_lines(handle, chunk_bytes=chunk_bytes, max_line_bytes=max_line_bytes)
+            )
+
+        with _gc_paused():
+            return _parse(
+                read_lines, cluster, name, fields, classifier, tz, delimiter, max_line_bytes, on_jobs
+            )
+
+
+def _decoded_lines(raw_lines: Iterator[Any]) -> Iterator[tuple[int, str, int]]:
+    """(line number, text, length in bytes when above the limit else 0), decoded as
+    :func:`read_sacct_file` does (a BOM dropped, bytes that are not UTF-8 replaced by U+FFFD)."""
+    for line in raw_lines:
+        data = line.data
+        if line.number == 1 and data.startswith(b"\xef\xbb\xbf"):
+            data = data[3:]
+        yield line.number, data.decode("utf-8", errors="replace"), line.length if line.too_long else 0
+
+
+def _check_bytes(handle: Any, name: str, strict: bool, chunk_bytes: int, max_line_bytes: int) -> None:
+    """Refuse a file with a NUL byte or, when ``strict``, bytes that are not UTF-8, before parsing
+    (as :func:`read_sacct_file` does), reading ``chunk_bytes`` at a time."""
+    offset = newlines = 0
+    while chunk := handle.read(chunk_bytes):
+        nul = chunk.find(b"\x00")
+        if nul >= 0:
+            raise InputError(
+                name,
+                f"NUL byte at byte offset {offset + nul}: not sacct text (UTF-16 or binary?)",
+                newlines + chunk.count(b"\n", 0, nul) + 1,
+            )
+        offset += len(chunk)
+        newlines += chunk.count(b"\n")
+    if not strict:
+        return
+    handle.seek(0)
+    for line in iter_raw_lines(handle, chunk_bytes=chunk_bytes, max_line_bytes=max_line_bytes):
+        bom = 3 if line.number == 1 and line.data.startswith(b"\xef\xbb\xbf") else 0
+        try:
+            line.data[bom:].decode("utf-8")
+        except UnicodeDecodeError as exc:
+            at = exc.start + bom
+            if line.too_long and at >= len(line.data) - 3:
+                continue  # the kept head may end inside a character; the line is rejected as too long
+            raise InputError(
+                name, f"not UTF-8: byte 0x{line.data[at]:02x} at byte offset {line.offset + at}", line.number
+            ) from exc
 
 
 @contextmanager
@@ -348,29 +467,47 @@ def _gc_paused() -> Iterator[None]:
 
 
 def _parse(
-    text: str,
+    read_lines: Callable[[], Iterator[tuple[int, str, int]]],
     cluster: str,
     source_file: str,
     fields: Sequence[str] | str | None,
     classifier: JobTypeClassifier | None,
     tz: str,
     delimiter: str,
-) -> ParseResult:
+    max_line_bytes: int = 0,
+    on_jobs: Callable[[pd.DataFrame], None] | None = None,
+) -> ParseResult | ParseSummary:
+    """Two passes over ``read_lines()`` -- (physical line number, text without its \\n, byte length
+    if above the limit else 0) -- so that job lines are never all held at once:
+
+    1. an index: each job id's last job line (the one that wins), the line after each superseded
+       one, steps that come before their job's line (held, as they were before), and steps far
+       (more than ``_STEP_WINDOW`` lines) after their job's line (held; sacct prints steps right
+       after their job);
+    2. the build: job lines are collected and turned into rows ``BUILD_CHUNK_JOBS`` at a time, a
+       job once no near step can follow; rows are put back in the order of each job id's first
+       line at the end (the order a dict of job ids gave before).
+
+    With ``on_jobs``, each batch of rows is handed to it instead (in the order of each job id's
+    last line) and a :class:`ParseSummary` is returned: the rows are never all in memory.
+    """
     if not delimiter:
         raise ConfigError("sacct delimiter must not be empty")
     zone_name = _zone(tz).key
-    if not text.strip():
+    first = next(((no, raw, long) for no, raw, long in read_lines() if raw.strip()), None)
+    if first is None:
         raise InputError(source_file, "empty")
     if classifier is None:
         from acme.classify import load_classifier
 
         classifier = load_classifier()
 
-    lines = text.split("\n")
-    if "\r" in text:  # CRLF line ends; physical line numbers stay the same
-        lines = [line[:-1] if line.endswith("\r") else line for line in lines]
     notes: list[str] = []
-    header, first_data, from_header = _header(lines, fields, delimiter, source_file, notes)
+    first_line = "" if first[2] else first[1]  # a line above the length limit is no header
+    header, header_consumed, from_header = _header(
+        first[0], first_line, fields, delimiter, source_file, notes
+    )
+    data_from = first[0] + 1 if header_consumed else first[0]
     names = [_field_key(f) for f in header]
     missing = _missing_required(header)
     if missing:
@@ -383,90 +520,178 @@ def _parse(
     for i, key in enumerate(names):
         col.setdefault(key, i)
     n_fields = len(names)
+    n_trailing = n_fields + 1
     i_jobid = col["jobid"]
 
-    rejects: list[dict[str, Any]] = []
-    jobs: dict[str, _Job] = {}
-    deferred: list[tuple[str, str, int, list[str], str]] = []
-    rows_in = 0
-    bad_utf8_lines: list[int] = []
+    def data_lines() -> Iterator[tuple[int, str, int]]:
+        for line_no, raw, too_long in read_lines():
+            if raw[-1:] == "\r":  # CRLF line ends; physical line numbers stay the same
+                raw = raw[:-1]
+            if raw and not raw.isspace() and line_no >= data_from:
+                yield line_no, raw, too_long
 
-    def reject(line_no: int, reason: str, raw: str) -> None:
-        rejects.append({"source_file": source_file, "source_line": line_no, "reason": reason, "record": raw})
+    one_char = len(delimiter) == 1  # then counting delimiters gives split()'s field count
 
-    check_fffd = "\ufffd" in text
-    n_trailing = n_fields + 1
-    for line_no, raw in enumerate(lines[first_data:], first_data + 1):
-        if not raw or raw.isspace():
-            continue
-        if check_fffd and "\ufffd" in raw:
-            bad_utf8_lines.append(line_no)
-        tokens = raw.split(delimiter)
-        if len(tokens) != n_fields:
-            if len(tokens) == n_trailing and not tokens[-1]:
-                tokens.pop()  # --parsable: a delimiter ends every line
-            else:
-                rows_in += 1
-                reject(
-                    line_no,
-                    f"wrong field count: expected {n_fields} {delimiter!r}-separated fields, got {len(tokens)}",
-                    raw,
-                )
-                continue
-        job_id = tokens[i_jobid].strip()
+    def classify(raw: str, too_long: int) -> tuple[str, str, str]:
+        """(job id, step or "", "") for a usable line, else ("", "", reject reason); the line is
+        split only as far as the JobID (it is split whole when built)."""
+        if too_long:
+            return "", "", long_line_reason(too_long, len(raw.encode()), max_line_bytes)
+        if one_char:
+            count = raw.count(delimiter) + 1
+            trailing = count == n_trailing and raw.endswith(delimiter)
+        else:
+            tokens = raw.split(delimiter)
+            count, trailing = len(tokens), len(tokens) == n_trailing and not tokens[-1]
+        if count != n_fields and not trailing:
+            return (
+                "",
+                "",
+                f"wrong field count: expected {n_fields} {delimiter!r}-separated fields, got {count}",
+            )
+        job_id = (
+            raw.partition(delimiter)[0] if i_jobid == 0 else raw.split(delimiter, i_jobid + 1)[i_jobid]
+        ).strip()
         base, dot, step = job_id.partition(".")
         if not (base.isdigit() and job_id.isascii() and (not dot or step.isalnum())):  # fast: 123, 123.batch
             match = _JOBID_RE.fullmatch(job_id)
             if match is None:
-                rows_in += 1
-                reject(line_no, "missing JobID" if not job_id else f"malformed JobID {job_id!r}", raw)
-                continue
+                return "", "", "missing JobID" if not job_id else f"malformed JobID {job_id!r}"
             base, step = match.group("job"), match.group("step") or ""
+        return base, step, ""
+
+    # 1. the index
+    last_line: dict[str, int] = {}  # job id -> its last job line
+    first_line_of: dict[str, int] = {}  # job id -> its first job line, for job ids seen twice
+    next_line: dict[int, int] = {}  # superseded job line -> the job id's next job line
+    early_steps: dict[str, list[tuple[int, str, str]]] = {}  # steps before any line of their job
+    far_steps: dict[str, list[tuple[int, str, str]]] = {}  # steps far after their job's line
+    for line_no, raw, too_long in data_lines():
+        base, step, problem = classify(raw, too_long)
+        if problem:
+            continue
+        seen = last_line.get(base)
+        if not step:
+            if seen is not None:
+                next_line[seen] = line_no
+                first_line_of.setdefault(base, seen)
+            last_line[base] = line_no
+        elif seen is None:
+            early_steps.setdefault(base, []).append((line_no, step, raw))
+        elif line_no - seen > _STEP_WINDOW:
+            far_steps.setdefault(base, []).append((line_no, step, raw))
+
+    # 2. the build
+    import pandas as pd
+
+    rejects: list[dict[str, Any]] = []
+    rows_in = 0
+    bad_utf8_lines = [0, 0]  # how many, the first
+    time_notes: dict[tuple[str, str], int] = {}
+    frames: list[pd.DataFrame] = []
+    batches = rows_ok = 0
+    window: dict[str, _Job] = {}  # job lines not built yet, in line order
+
+    def reject(line_no: int, reason: str, raw: str) -> None:
+        rejects.append({"source_file": source_file, "source_line": line_no, "reason": reason, "record": raw})
+
+    def split(raw: str) -> list[str]:
+        tokens = raw.split(delimiter)
+        if len(tokens) == n_trailing:
+            tokens.pop()
+        return tokens
+
+    def build(jobs: list[tuple[str, _Job]]) -> None:
+        nonlocal batches, rows_ok
+        for base, job in jobs:  # steps after the job's line, far ones after near ones, then early ones
+            job.steps += [(step, raw) for line_no, step, raw in far_steps.pop(base, ()) if line_no > job.line]
+            job.steps += [(step, raw) for _, step, raw in early_steps.get(base, ())]
+        frame, job_rejects = _build_jobs(
+            jobs, split, col, cluster, source_file, zone_name, classifier, time_notes
+        )
+        rejects.extend(job_rejects)
+        batches += 1
+        rows_ok += len(frame)
+        if on_jobs is None:
+            frames.append(frame)
+        else:
+            on_jobs(frame)
+
+    for line_no, raw, too_long in data_lines():
+        if "\ufffd" in raw:
+            bad_utf8_lines[0] += 1
+            bad_utf8_lines[1] = bad_utf8_lines[1] or line_no
+        base, step, problem = classify(raw, too_long)
+        if problem:
+            rows_in += 1
+            reject(line_no, problem, raw)
+            continue
+        last = last_line.get(base)
         if not step:
             rows_in += 1
-            previous = jobs.get(base)
-            if previous is not None:
+            if line_no != last:
                 reject(
-                    previous.line,
-                    f"superseded: job {base} appears again at line {line_no} (sacct --duplicates or "
-                    "concatenated extracts); the later line wins",
-                    previous.raw,
+                    line_no,
+                    f"superseded: job {base} appears again at line {next_line[line_no]} (sacct --duplicates "
+                    "or concatenated extracts); the later line wins",
+                    raw,
                 )
-            jobs[base] = _Job(line_no, tokens, raw)
-        elif base in jobs:
-            jobs[base].steps.append((step, tokens))
-        else:
-            deferred.append((base, step, line_no, tokens, raw))
-
-    for base, step, line_no, tokens, raw in deferred:
-        if base in jobs:
-            jobs[base].steps.append((step, tokens))
-        else:
+                continue
+            window[base] = _Job(line_no, raw)
+            if len(window) >= BUILD_CHUNK_JOBS:
+                oldest = next(iter(window.values())).line
+                if line_no - oldest > _STEP_WINDOW:  # no near step of the older jobs can follow
+                    ready = [(b, job) for b, job in window.items() if line_no - job.line > _STEP_WINDOW]
+                    for b, _ in ready:
+                        del window[b]
+                    build(ready)
+        elif last is None:
             rows_in += 1
             reject(line_no, f"orphan step {base}.{step}: job {base} has no job line in this input", raw)
+        elif last < line_no <= last + _STEP_WINDOW:
+            window[base].steps.append((step, raw))
+        # else: an early step (held in the index) or a far one (ditto), or a step between two
+        # lines of a job id, which belongs to a superseded line and is dropped with it
+    if window or not batches:
+        build(list(window.items()))
+        window.clear()
 
-    if bad_utf8_lines:
+    if bad_utf8_lines[0]:
         notes.append(
-            f"{len(bad_utf8_lines)} line(s) contain U+FFFD: bytes that were not UTF-8 were replaced "
-            f"when decoding (first at line {bad_utf8_lines[0]})"
+            f"{bad_utf8_lines[0]} line(s) contain U+FFFD: bytes that were not UTF-8 were replaced "
+            f"when decoding (first at line {bad_utf8_lines[1]})"
         )
     if "alloctres" not in col and "reqtres" not in col:
         notes.append("no AllocTRES/ReqTRES field: gpu_num is null and job types assume no GPUs")
-
-    frame, job_rejects = _build_jobs(
-        list(jobs.items()), col, cluster, source_file, zone_name, classifier, notes
-    )
-    rejects.extend(job_rejects)
+    notes += _time_notes(time_notes, zone_name)
     rejects.sort(key=lambda r: r["source_line"])
+    if on_jobs is not None:
+        return ParseSummary(rejects=rejects_frame(rejects), rows_in=rows_in, rows_ok=rows_ok, notes=notes)
+
+    frame = frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
+    if first_line_of:  # a job id seen twice keeps the place of its first line
+        import numpy as np
+
+        first_lines = [
+            first_line_of.get(job_id, line)
+            for job_id, line in zip(frame["job_id"], frame["source_line"], strict=True)
+        ]
+        order = np.argsort(np.asarray(first_lines, dtype=np.int64), kind="stable")
+        frame = frame.iloc[order].reset_index(drop=True)
     return ParseResult(jobs=frame, rejects=rejects_frame(rejects), rows_in=rows_in, notes=notes)
 
 
 def _header(
-    lines: list[str], fields: Sequence[str] | str | None, delimiter: str, source_file: str, notes: list[str]
-) -> tuple[list[str], int, bool]:
-    """(field names, index of the first data line, whether the names come from a header line)."""
-    first = next(i for i, line in enumerate(lines) if line.strip())
-    tokens = lines[first].rstrip("\r").split(delimiter)
+    line_no: int,
+    line: str,
+    fields: Sequence[str] | str | None,
+    delimiter: str,
+    source_file: str,
+    notes: list[str],
+) -> tuple[list[str], bool, bool]:
+    """(field names, whether ``line`` -- the first that is not blank -- was consumed as the header,
+    whether the names come from a header line)."""
+    tokens = line.rstrip("\r").split(delimiter)
     if len(tokens) > 1 and tokens[-1] == "":
         tokens.pop()
     tokens = [t.strip() for t in tokens]
@@ -476,16 +701,16 @@ def _header(
     if _looks_like_header(tokens):
         if given is not None and [_field_key(f) for f in given] != [_field_key(t) for t in tokens]:
             notes.append("the header line differs from the given field list; the header was used")
-        return tokens, first + 1, True
+        return tokens, True, True
     if given is None:
         raise InputError(
             source_file,
             "no header line and no field list: pass fields (the --format list) for --noheader output",
-            first + 1,
+            line_no,
         )
     if not given:
         raise InputError(source_file, "the field list is empty")
-    return given, first, False
+    return given, False, False
 
 
 def _looks_like_header(tokens: list[str]) -> bool:
@@ -528,28 +753,32 @@ def _cached(values: Sequence[str | None], parse: Any) -> list[Any]:
 
 def _build_jobs(
     items: list[tuple[str, _Job]],
+    split: Any,
     col: dict[str, int],
     cluster: str,
     source_file: str,
     zone_name: str,
     classifier: JobTypeClassifier,
-    notes: list[str],
+    time_notes: dict[tuple[str, str], int],
 ) -> tuple[pd.DataFrame, list[dict[str, Any]]]:
-    """Canonical frame of the job lines that parse, and rejects for those that do not."""
+    """Canonical frame of the job lines that parse, and rejects for those that do not.
+
+    ``split`` gives a line's fields; ``time_notes`` counts times in a change of UTC offset.
+    """
     import numpy as np
     import pandas as pd
 
-    columns = list(zip(*(job.tokens for _, job in items), strict=True)) if items else []
+    columns = list(zip(*(split(job.raw) for _, job in items), strict=True)) if items else []
 
     def column(name: str) -> Sequence[str | None]:
         i = col.get(name)
         return [None] * len(items) if i is None or not columns else columns[i]
 
     raw_submit, raw_start, raw_end = column("submit"), column("start"), column("end")
-    submit, submit_bad = _parse_times(raw_submit, zone_name, notes)
+    submit, submit_bad = _parse_times(raw_submit, zone_name, time_notes, "submit")
     submit_null = np.isnat(submit)
-    start, start_bad = _parse_times(raw_start, zone_name, notes)
-    end, end_bad = _parse_times(raw_end, zone_name, notes)
+    start, start_bad = _parse_times(raw_start, zone_name, time_notes, "start")
+    end, end_bad = _parse_times(raw_end, zone_name, time_notes, "end")
     elapsed_field = "Elapsed" if "elapsed" in col else "ElapsedRaw"
     raw_elapsed = column(elapsed_field.lower())
     elapsed = _cached(raw_elapsed, _parse_elapsed if elapsed_field == "Elapsed" else _parse_elapsed_raw)
@@ -626,8 +855,9 @@ def _build_jobs(
         tres = alloc_tres if alloc_tres is not None else req_tres  # allocated, else the request
         node_list = None if _null(raw_nodelist[k]) else raw_nodelist[k].strip()
         if job.steps and (node_list is None or exit_code is None or tres is None or not cpu_num):
+            steps = [(step, split(raw)) for step, raw in job.steps]
             node_list, exit_code, tres, cpu_num = _fill_from_steps(
-                job.steps, col, node_list, exit_code, tres, cpu_num, tres_cache, exit_cache
+                steps, col, node_list, exit_code, tres, cpu_num, tres_cache, exit_cache
             )
         gpu_num = tres[0] if tres else None
         if not cpu_num and tres and tres[1] is not None:
@@ -852,8 +1082,11 @@ def _parse_tres(text: str | None) -> tuple[tuple[int | None, int | None, int | N
     return (gpu, cpu, node), None
 
 
-def _parse_times(values: list[str | None], zone_name: str, notes: list[str]) -> tuple[Any, Any]:
-    """(naive UTC datetime64[us] array, bad-value mask) for sacct times read in ``zone_name``."""
+def _parse_times(
+    values: list[str | None], zone_name: str, time_notes: dict[tuple[str, str], int], field: str
+) -> tuple[Any, Any]:
+    """(naive UTC datetime64[us] array, bad-value mask) for sacct times read in ``zone_name``;
+    times in a repeated or skipped hour are counted in ``time_notes[(field, kind)]``."""
     import numpy as np
     import pandas as pd
 
@@ -883,16 +1116,8 @@ def _parse_times(values: list[str | None], zone_name: str, notes: list[str]) -> 
                 )
                 local = local.where(~odd, fixed)
                 n_amb = int(ambiguous.sum())
-                if n_amb:
-                    notes.append(
-                        f"{n_amb} time(s) fell in the repeated hour when {zone_name} left summer time; "
-                        "read as summer time"
-                    )
-                if len(redo) - n_amb:
-                    notes.append(
-                        f"{len(redo) - n_amb} time(s) fell in the hour skipped when {zone_name} entered "
-                        "summer time; shifted forward"
-                    )
+                for kind, count in (("repeated", n_amb), ("skipped", len(redo) - n_amb)):
+                    time_notes[(field, kind)] = time_notes.get((field, kind), 0) + count
             wall = local.dt.tz_convert("UTC").dt.tz_localize(None)
         result[naive] = wall.to_numpy(dtype="datetime64[us]")
     if aware.any():
@@ -900,6 +1125,23 @@ def _parse_times(values: list[str | None], zone_name: str, notes: list[str]) -> 
         bad[aware] |= parsed.isna().to_numpy()
         result[aware] = parsed.dt.tz_localize(None).to_numpy(dtype="datetime64[us]")
     return result, bad
+
+
+def _time_notes(time_notes: dict[tuple[str, str], int], zone_name: str) -> list[str]:
+    """The notes for times in a change of UTC offset, per field (Submit, Start, End) in turn."""
+    notes = []
+    for field in ("submit", "start", "end"):
+        if time_notes.get((field, "repeated")):
+            notes.append(
+                f"{time_notes[(field, 'repeated')]} time(s) fell in the repeated hour when {zone_name} left "
+                "summer time; read as summer time"
+            )
+        if time_notes.get((field, "skipped")):
+            notes.append(
+                f"{time_notes[(field, 'skipped')]} time(s) fell in the hour skipped when {zone_name} entered "
+                "summer time; shifted forward"
+            )
+    return notes
 
 
 def _parse_elapsed(text: str | None) -> tuple[float | None, str | None]:
