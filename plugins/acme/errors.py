@@ -18,6 +18,15 @@ class InputError(AcmeError):
         super().__init__(f"{where}: {problem}")
 
 
+class InputNotFoundError(AcmeError):
+    """An input is not there (yet): unlike a bad input, a retry later may find it, so Airflow retries it."""
+
+    def __init__(self, source: str, problem: str):
+        self.source = source
+        self.problem = problem
+        super().__init__(f"{source}: {problem}")
+
+
 class SchemaDriftError(InputError):
     """The input's columns differ from the schema its format promises."""
 

@@ -343,7 +343,10 @@ def test_header_only_input_gives_no_jobs():
 def test_empty_input(text):
     with pytest.raises(InputError) as caught:
         parse(text, source_file="e.txt")
-    assert caught.value.problem == "empty" and caught.value.source == "e.txt"
+    assert (
+        caught.value.problem.startswith("empty: not even sacct's header line")
+        and caught.value.source == "e.txt"
+    )
 
 
 def test_no_header_and_no_fields():

@@ -78,19 +78,61 @@ _KEY_MASK_RE = re.compile(
       | (?P<hex>\b0x[0-9a-fA-F]+\b|\b[0-9a-f]{12,}\b)
       | (?P<path>(?:/[\w.@+-]+){2,}/?)
       | (?P<who>\b(?:[Rr]ank|GPU|gpu|device|cudaDev|pid|PID|local_rank|node|TP|DP|PP)[\s:=#]*\d+)
-      | (?P<id>\b(?=[\w:.-]*[A-Za-z])(?=[\w:.-]*\d)[\w:.-]*\w)
+      | (?P<id>\b[\w:.-]*\w)
       | (?P<num>[-+]?\d+\.\d+(?:[eE][-+]?\d+)?|\d{4,})""",
     re.VERBOSE,
 )
+# Inside a run that is no identifier (no letter or no digit), only the other masks may start.
+_KEY_MASK_NO_ID_RE = re.compile(_KEY_MASK_RE.pattern.replace("| (?P<id>\\b[\\w:.-]*\\w)\n", ""), re.VERBOSE)
+_LETTER_RE = re.compile(r"[A-Za-z]")
+_DIGIT_RE = re.compile(r"\d")
+_HEXISH_RE = re.compile(r"[0-9a-f]{12}")
+# The ends of a run after which a mask started inside it may go on past it: a date before " 09:00:03", a
+# time before ",512", an IP before "<29500>", a rank word before " 31".
+_CROSSING_END_RE = re.compile(
+    r"(?:\d{4}-\d{2}-\d{2}|\d:\d{2}:\d{2}|\d{1,3}(?:\.\d{1,3}){3}"
+    r"|[Rr]ank|GPU|gpu|device|cudaDev|pid|PID|local_rank|node|TP|DP|PP)\Z"
+)
+_CONTINUATION_RE = re.compile(r"[\s:=#,.<T-]{1,64}\d")  # what such a mask goes on with after the run
+_MASK_REACH = 64  # how far past the run such a mask may extend
 
 
 def error_key(text: str) -> str:
-    """The dedup key of an error line: the same error from another rank, node or time maps to the same key."""
+    """The dedup key of an error line: the same error from another rank, node or time maps to the same key.
 
-    def _sub(match: re.Match[str]) -> str:
-        return "<" + (match.lastgroup or "x").upper() + ">"
-
-    return _KEY_MASK_RE.sub(_sub, text)
+    An identifier is a run of word characters, ``:``, ``.`` and ``-`` holding a letter and a digit. Each
+    run is matched once and tested afterwards: a lookahead at every word boundary of a run made the time
+    quadratic in its length (a 40 KB dotted run took 10 s, a 1 MB one hours).
+    """
+    out: list[str] = []
+    pos = 0
+    while (match := _KEY_MASK_RE.search(text, pos)) is not None:
+        out.append(text[pos : match.start()])
+        run = match.group()
+        if match.lastgroup != "id" or (_LETTER_RE.search(run) and _DIGIT_RE.search(run)):
+            out.append("<" + (match.lastgroup or "x").upper() + ">")
+            pos = match.end()
+            continue
+        # No part of this run is an identifier either: apply the other masks that start inside it.
+        pos, run_end = match.start(), match.end()
+        crossing = (
+            _CROSSING_END_RE.search(run) is not None and _CONTINUATION_RE.match(text, run_end) is not None
+        )
+        if not crossing and (len(run) < 3 or not (_DIGIT_RE.search(run) or _HEXISH_RE.search(run))):
+            out.append(run)  # no mask can start inside it (the shortest, "1.5", has three characters)
+            pos = run_end
+            continue
+        reach = _MASK_REACH if crossing else 0
+        while (
+            inner := _KEY_MASK_NO_ID_RE.search(text, pos, run_end + reach)
+        ) is not None and inner.start() < run_end:
+            out.append(text[pos : inner.start()] + "<" + (inner.lastgroup or "x").upper() + ">")
+            pos = inner.end()
+        if pos < run_end:
+            out.append(text[pos:run_end])
+            pos = run_end
+    out.append(text[pos:])
+    return "".join(out)
 
 
 # Error detection. STRONG signals always make an error line; WEAK ones (a lowercase "error"/"failed") do
@@ -390,6 +432,7 @@ class LogCompressor:
         self.kept_errors = 0
         self.dropped_by_rule: dict[str, int] = {r.id: 0 for r in self.rules}
         self.truncated = 0
+        self.blank_lines = 0
         self._started = time.perf_counter()
 
     # -- kept lines -------------------------------------------------------------------------------------
@@ -473,6 +516,8 @@ class LogCompressor:
                 if _TB_BODY_RE.match(bare) or _TB_START_RE.search(bare):
                     if bare.strip():
                         self._keep_error(number, original, error_key(bare), KIND_TRACEBACK, rank)
+                    else:
+                        self.blank_lines += 1
                     self._recent.append((number, original, True))
                     return
                 if _EXC_LINE_RE.match(bare):
@@ -500,6 +545,7 @@ class LogCompressor:
             return
         self._recent.append((number, original, False))
         if not bare.strip():
+            self.blank_lines += 1
             return
         rule = self._match_rule(bare)
         if rule is not None:
@@ -524,8 +570,11 @@ class LogCompressor:
             templates.append(
                 {"line": entry["line"], "template": template, "text": entry["text"], "count": entry["count"]}
             )
+        # A context line that is also its template's representative is listed once, as the template.
+        represented = {t["line"] for t in templates}
         kept = sorted(
-            self._kept + [KeptLine(t["line"], t["text"], KIND_TEMPLATE, t["count"]) for t in templates],
+            [k for k in self._kept if k.kind != KIND_CONTEXT or k.line not in represented]
+            + [KeptLine(t["line"], t["text"], KIND_TEMPLATE, t["count"]) for t in templates],
             key=lambda k: (k.line, k.kind != KIND_CONTEXT),
         )
         stats = {
@@ -535,6 +584,7 @@ class LogCompressor:
             "seconds": round(time.perf_counter() - self._started, 4),
             "templates": len(templates),
             "truncated": self.truncated,
+            "blank_lines": self.blank_lines,
             "dropped_by_rule": dict(self.dropped_by_rule),
         }
         return CompressedLog(lines=kept, templates=templates, stats=stats)

@@ -95,7 +95,7 @@ class ModelSpec:
         """GPUs one trial needs: the smallest power of two whose memory holds weights + 20%."""
         needed = self.checkpoint_bytes * headroom / (gpu_memory_gb * 1e9)
         gpus = 1
-        while gpus < needed:
+        while gpus < needed:  # ends: parse_model_size refuses a size that is not finite
             gpus *= 2
         if gpus > max_gpus:
             raise ConfigError(
@@ -118,8 +118,8 @@ def parse_model_size(text: str | float | ModelSpec) -> ModelSpec:
         number, unit = float(match.group(1)), match.group(2).upper()
         params = number * (1e6 if unit == "M" else 1e9)
         name = f"{match.group(1)}{unit or 'B'}"
-    if not params > 0:
-        raise ConfigError(f"model size {text!r} must be positive")
+    if not (params > 0 and math.isfinite(params)):
+        raise ConfigError(f"model size {text!r} must be a positive, finite number of parameters")
     return ModelSpec(name=name, params=params)
 
 

@@ -38,8 +38,8 @@ no usable row) raises ``InputError`` naming the file and, where there is one, th
 from __future__ import annotations
 
 import csv
-import io
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -128,6 +128,8 @@ def read_suite(path: str | Path) -> Suite:
         raw = Path(path).read_bytes()
     except OSError as exc:
         raise InputError(source, f"cannot read the suite file ({exc.strerror or exc})") from None
+    except ValueError as exc:  # a NUL byte in the path (a suite Param is any text)
+        raise InputError(repr(source), f"not a file path ({exc})") from None
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
@@ -137,13 +139,18 @@ def read_suite(path: str | Path) -> Suite:
 
 def parse_suite(text: str, source: str = "<memory>") -> Suite:
     """Parse suite CSV text (``source`` names it in warnings and errors)."""
-    lines = text.removeprefix("\ufeff").splitlines()
+    # Only "\n" (or "\r\n") ends a line: str.splitlines() would also split a row at U+2028, \x85 or
+    # \x1e inside a name, cutting it in two and shifting every later line number.
+    lines = [line.removesuffix("\r") for line in text.removeprefix("\ufeff").split("\n")]
     header_index = next(
         (i for i, line in enumerate(lines) if line.strip() and not line.lstrip().startswith("#")), None
     )
     if header_index is None:
         raise InputError(source, "empty suite: no header line")
-    header = [h.strip().lower() for h in next(csv.reader([lines[header_index]]))]
+    try:
+        header = [h.strip().lower() for h in next(csv.reader([lines[header_index]]))]
+    except csv.Error as exc:
+        raise InputError(source, f"header cannot be read as CSV ({exc})", line=header_index + 1) from None
     missing = [c for c in REQUIRED_COLUMNS if c not in header]
     if missing:
         raise InputError(
@@ -159,9 +166,7 @@ def parse_suite(text: str, source: str = "<memory>") -> Suite:
 
     datasets: list[EvalDataset] = []
     seen: dict[str, int] = {}
-    body = "\n".join(lines[header_index + 1 :])
-    for offset, fields in enumerate(csv.reader(io.StringIO(body))):
-        line = header_index + 2 + offset
+    for line, fields in _records(lines, header_index + 1, source, warnings):
         if not fields or all(not f.strip() for f in fields) or fields[0].lstrip().startswith("#"):
             continue
         where = f"{source}:{line}"
@@ -205,6 +210,31 @@ def parse_suite(text: str, source: str = "<memory>") -> Suite:
     if not datasets:
         raise InputError(source, "no usable dataset row")
     return Suite(datasets=datasets, source=source, warnings=warnings)
+
+
+def _records(
+    lines: list[str], first: int, source: str, warnings: list[str]
+) -> Iterator[tuple[int, list[str]]]:
+    """The CSV records of ``lines[first:]`` with the file line each starts on (a quoted field may span
+    lines); a line the csv module refuses (a bare carriage return, a field over its size limit) is
+    dropped with a warning."""
+    reader = csv.reader(line + "\n" for line in lines[first:])
+    read = 0
+    while True:
+        try:
+            fields = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as exc:
+            if lines[first + read].lstrip().startswith("#"):  # a comment (too long to parse) is no row
+                read = reader.line_num
+                continue
+            problem = "a carriage return inside an unquoted field" if "new-line" in str(exc) else str(exc)
+            warnings.append(f"{source}:{first + read + 1}: cannot be read as CSV ({problem}); row dropped")
+            read = reader.line_num
+            continue
+        yield first + read + 1, fields
+        read = reader.line_num
 
 
 def _parse_size(text: str, where: str, name: str, warnings: list[str]) -> int | None:

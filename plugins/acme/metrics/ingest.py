@@ -29,7 +29,7 @@ from datetime import date
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from acme.errors import ConfigError, InputError
+from acme.errors import ConfigError, InputError, InputNotFoundError
 from acme.metrics.validate import MetricsThresholdError
 
 if TYPE_CHECKING:
@@ -120,6 +120,11 @@ def ingest_metrics_file(
     )  # fmt: skip
     if not reports:
         summary["notes"].append(f"{input}: no samples of any catalog metric")
+        if day is not None:  # an idle GPU still reports: a day without any sample is an outage
+            raise MetricsThresholdError(
+                f"{input}: no samples of any catalog metric on {day}; nothing was published "
+                "(is the exporter or the scrape down?)"
+            )
     if failures:
         raise MetricsThresholdError("; ".join(failures))
     return summary
@@ -203,7 +208,7 @@ def _read_exporter_text(uri, catalog, metrics, summary):
 
     path = Path(uri)
     if not path.exists():
-        raise InputError(uri, "no such file or folder")
+        raise InputNotFoundError(uri, "no such file or folder (not arrived yet?)")
     files = sorted(p for p in path.iterdir() if p.suffix in SCRAPE_SUFFIXES) if path.is_dir() else [path]
     if not files:
         raise InputError(uri, f"no scrape files ({', '.join(SCRAPE_SUFFIXES)}) in the folder")
@@ -229,7 +234,7 @@ def _read_wide_csv(uri, day, catalog, metrics, summary):
 
     path = Path(uri)
     if not path.exists():
-        raise InputError(uri, "no such file or folder")
+        raise InputNotFoundError(uri, "no such file or folder (not arrived yet?)")
     files = sorted(path.glob("*.csv")) if path.is_dir() else [path]
     if not files:
         raise InputError(uri, "no .csv files in the folder")

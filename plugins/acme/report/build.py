@@ -6,6 +6,7 @@ the report, refresh the index. Its result is the manifest the command line print
 
 from __future__ import annotations
 
+import re
 from datetime import date
 from typing import TYPE_CHECKING, Any
 
@@ -14,6 +15,8 @@ from acme.report.periods import Period, month_of, parse_period, previous_month
 
 if TYPE_CHECKING:
     from acme.lake import Lake
+
+_CLUSTER_NAME = re.compile(r"[a-z][a-z0-9_-]{0,62}")  # the names acme.clusters accepts
 
 
 def build_report(
@@ -75,15 +78,21 @@ def plan_reports(
 ) -> list[dict[str, str]]:
     """The (cluster, period) reports a run refreshes, only where the lake has jobs for them.
 
-    - ``period`` given (a manual run): that period for each cluster;
+    - ``period`` given (a manual run): that period for each cluster (``NoJobsError`` when none has jobs
+      in it);
     - after ingests (``ingested``: the Asset events' ``{"cluster", "day"}``): each ingested day,
       its month and the whole history of that cluster;
     - otherwise (the monthly schedule): the month before ``run_day`` and the whole history.
     """
+    from acme.errors import ConfigError
+
+    strange = [c for c in clusters if not isinstance(c, str) or not _CLUSTER_NAME.fullmatch(c)]
+    if strange:  # a cluster Param becomes a lake path: "seren/../../x" must not leave the lake
+        raise ConfigError(f"{strange[0]!r} is not a cluster name (lower-case letters, digits, '-', '_')")
     wanted: set[tuple[str, str]] = set()
     if period:
-        parse_period(period)
-        wanted = {(c, period) for c in clusters}
+        label = parse_period(period).label  # "2023-07\n" passes the Param's pattern; the label has no "\n"
+        wanted = {(c, label) for c in clusters}
     elif ingested:
         for event in ingested:
             if event.get("cluster") in clusters and event.get("day"):
@@ -103,4 +112,12 @@ def plan_reports(
             chosen = parse_period(label)
             if any(chosen.contains(d) for d in days):
                 plans.append({"cluster": cluster, "period": label})
+    if period and not plans:
+        # A period asked for by hand that no cluster has jobs in: say so (a green run that built
+        # nothing would look like a report was made).
+        from acme.report.queries import NoJobsError
+
+        raise NoJobsError(
+            lake.url("jobs"), f"no job partitions of {', '.join(clusters)} in {parse_period(period).title}"
+        )
     return plans

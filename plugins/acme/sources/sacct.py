@@ -496,7 +496,11 @@ def _parse(
     zone_name = _zone(tz).key
     first = next(((no, raw, long) for no, raw, long in read_lines() if raw.strip()), None)
     if first is None:
-        raise InputError(source_file, "empty")
+        if fields is None:  # sacct --parsable2 prints its header even for an idle day
+            raise InputError(
+                source_file, "empty: not even sacct's header line (a failed or unfinished export?)"
+            )
+        first = (1, "", 0)  # --noheader output of a day without jobs: the field list names the columns
     if classifier is None:
         from acme.classify import load_classifier
 
