@@ -33,7 +33,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from hypothesis import HealthCheck, event, given, settings
+from hypothesis import HealthCheck, event, given
 from hypothesis import strategies as st
 
 from acme.diagnosis.compress import (
@@ -48,19 +48,9 @@ from acme.diagnosis.compress import (
 )
 from acme.diagnosis.rules import CATEGORIES, EXTRA_REASONS, TAXONOMY, UNKNOWN, diagnose_lines, load_rules
 from acme.diagnosis.synth_log import SUPPORTED_FAILURES, iter_training_log
+from tests.unit.property.campaign import campaign_settings
 
-EXAMPLES = int(os.environ.get("ACME_PROPERTY_EXAMPLES", "100"))
-SETTINGS = settings(
-    max_examples=EXAMPLES,
-    deadline=None,
-    suppress_health_check=[
-        HealthCheck.too_slow,
-        HealthCheck.function_scoped_fixture,
-        HealthCheck.data_too_large,
-        HealthCheck.filter_too_much,
-    ],
-    derandomize=not os.environ.get("ACME_PROPERTY_RANDOM"),
-)
+SETTINGS = campaign_settings(HealthCheck.data_too_large, HealthCheck.filter_too_much)
 TINY_LINES = int(os.environ.get("ACME_PROPERTY_TINY_LINES", "200000"))
 
 ROOT = Path(__file__).resolve().parents[3]

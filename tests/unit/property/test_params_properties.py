@@ -28,18 +28,11 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from hypothesis import HealthCheck, event, given, settings
+from hypothesis import event, given
 from hypothesis import strategies as st
 
 from acme.errors import ConfigError, InputError
-
-EXAMPLES = int(os.environ.get("ACME_PROPERTY_EXAMPLES", "100"))
-SETTINGS = settings(
-    max_examples=EXAMPLES,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
-    derandomize=not os.environ.get("ACME_PROPERTY_RANDOM"),
-)
+from tests.unit.property.campaign import SETTINGS
 
 ROOT = Path(__file__).resolve().parents[3]
 RUN_AFTER = datetime(2023, 7, 2, 4, 0, tzinfo=UTC)

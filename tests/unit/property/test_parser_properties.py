@@ -17,24 +17,15 @@ suite fast; `docs/reliability.md` records the counts run).
 from __future__ import annotations
 
 import json
-import os
 import string
 
 import pytest
-from hypothesis import HealthCheck, event, given, settings
+from hypothesis import event, given
 from hypothesis import strategies as st
 
 from acme.errors import InputError
 from acme.sources.sacct import DEFAULT_FIELDS
-
-EXAMPLES = int(os.environ.get("ACME_PROPERTY_EXAMPLES", "100"))
-SETTINGS = settings(
-    max_examples=EXAMPLES,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
-    # The same cases in CI as here; ACME_PROPERTY_RANDOM=1 (with --hypothesis-seed) explores new ones.
-    derandomize=not os.environ.get("ACME_PROPERTY_RANDOM"),
-)
+from tests.unit.property.campaign import SETTINGS
 
 garbage = st.one_of(
     st.text(max_size=40),

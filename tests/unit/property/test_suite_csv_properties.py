@@ -16,25 +16,17 @@ characters, commas, huge cells, numbers in odd notations, truncated and extra fi
 from __future__ import annotations
 
 import csv
-import os
 import re
 import string
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, event, given, settings
+from hypothesis import event, given
 from hypothesis import strategies as st
 
 from acme.errors import InputError
 from acme.evaluation.suite import METRIC_KINDS, parse_suite, read_suite
-
-EXAMPLES = int(os.environ.get("ACME_PROPERTY_EXAMPLES", "100"))
-SETTINGS = settings(
-    max_examples=EXAMPLES,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
-    derandomize=not os.environ.get("ACME_PROPERTY_RANDOM"),
-)
+from tests.unit.property.campaign import SETTINGS
 
 ROOT = Path(__file__).resolve().parents[3]
 HEADER = ["dataset", "n_samples", "metric_kind", "gpu_s_per_sample", "cpu_s_per_sample", "n_choices"]
