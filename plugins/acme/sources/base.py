@@ -31,12 +31,7 @@ class ParseResult:
     notes: list[str] = field(default_factory=list)  # warnings worth showing to the operator
 
     def __post_init__(self) -> None:
-        accounted = len(self.jobs) + len(self.rejects) + self.skipped_other_days
-        if accounted != self.rows_in:
-            raise AssertionError(
-                f"parser lost records: rows_in={self.rows_in} but jobs={len(self.jobs)}, "
-                f"rejects={len(self.rejects)}, skipped_other_days={self.skipped_other_days}"
-            )
+        check_accounting(self.rows_in, len(self.jobs), len(self.rejects), self.skipped_other_days)
 
 
 @dataclass
@@ -51,11 +46,16 @@ class ParseSummary:
     notes: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        if self.rows_ok + len(self.rejects) + self.skipped_other_days != self.rows_in:
-            raise AssertionError(
-                f"parser lost records: rows_in={self.rows_in} but jobs={self.rows_ok}, "
-                f"rejects={len(self.rejects)}, skipped_other_days={self.skipped_other_days}"
-            )
+        check_accounting(self.rows_in, self.rows_ok, len(self.rejects), self.skipped_other_days)
+
+
+def check_accounting(rows_in: int, jobs: int, rejects: int, skipped_other_days: int) -> None:
+    """Every record seen is a job, a reject or a record of another day: a parser that loses one fails."""
+    if jobs + rejects + skipped_other_days != rows_in:
+        raise AssertionError(
+            f"parser lost records: rows_in={rows_in} but jobs={jobs}, "
+            f"rejects={rejects}, skipped_other_days={skipped_other_days}"
+        )
 
 
 def jobs_frame(records: list[dict[str, Any]]) -> pd.DataFrame:
