@@ -12,7 +12,12 @@ from acme import config
 from acme.errors import ConfigError
 from acme.schema import SOURCES
 
-_CLUSTER_NAME = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")
+_CLUSTER_NAME = re.compile(r"[a-z][a-z0-9_-]{0,62}")
+
+
+def is_cluster_name(name: object) -> bool:
+    """Whether ``name`` is a valid cluster name: it becomes a lake path component (``cluster=<name>``)."""
+    return isinstance(name, str) and _CLUSTER_NAME.fullmatch(name) is not None
 
 
 @dataclass(frozen=True)
@@ -82,7 +87,7 @@ def _load(path: str) -> tuple[tuple[str, Cluster], ...]:
     loaded = []
     for name, settings in clusters.items():
         where = f"{path}: cluster {name!r}"
-        if not isinstance(name, str) or not _CLUSTER_NAME.match(name):
+        if not is_cluster_name(name):
             raise ConfigError(f"{where}: names are lower-case letters, digits, '-' and '_'")
         jobs = (settings or {}).get("jobs")
         if not isinstance(jobs, dict):

@@ -20,32 +20,7 @@ def request_from_context(context: Any) -> RecoveryRequest:
 
     run_id = context["run_id"]
     recovery_id = context["params"].get("recovery_id") or recovery_id_from_run(run_id)
-    request = RecoveryRequest.from_params(
-        context["params"], recovery_id, run_id, context["dag_run"].run_after
-    )
-    if request.metrics_file is not None:
-        checked_metrics_file(request.metrics_file)
-    return request
-
-
-def checked_metrics_file(location: Any) -> str:
-    """The ``metrics_file`` Param: a path inside the checkpoint location (it is read from there), so no
-    ``..``, no absolute path or URL, no NUL byte."""
-    from acme.errors import InputError
-
-    parts = str(location).replace("\\", "/").split("/")
-    if (
-        not isinstance(location, str)
-        or not location.strip()
-        or "\x00" in location
-        or "://" in location
-        or location.startswith(("/", "\\", "~"))
-        or ".." in parts
-    ):
-        raise InputError(
-            "metrics_file", f"{location!r} must be a relative path inside the checkpoint location"
-        )
-    return location
+    return RecoveryRequest.from_params(context["params"], recovery_id, run_id, context["dag_run"].run_after)
 
 
 def task_backend(cluster: str, lake: Lake, job_id: str) -> RecoveryBackend:

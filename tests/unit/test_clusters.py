@@ -61,3 +61,11 @@ def test_configuration_errors_name_the_file_and_cluster(tmp_path):
     )
     with pytest.raises(ConfigError, match=r"clusters.yaml: cluster 'seren': metrics.format must be one of"):
         load_clusters(bad)
+
+
+@pytest.mark.parametrize("name", ["seren\n", "Seren", "seren/../x", "", "9seren", "a" * 64, None, 7])
+def test_a_cluster_name_is_a_safe_path_component_only(name):
+    from acme.clusters import is_cluster_name
+
+    assert not is_cluster_name(name)
+    assert is_cluster_name("seren") and is_cluster_name("kalos-2_b")

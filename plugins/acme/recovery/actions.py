@@ -49,6 +49,24 @@ def checked_name(value: Any, what: str) -> str:
     return value
 
 
+def checked_metrics_file(location: Any) -> str:
+    """The ``metrics_file`` Param: a path inside the checkpoint location (it is read from there), so no
+    ``..``, no absolute path or URL, no NUL byte."""
+    parts = str(location).replace("\\", "/").split("/")
+    if (
+        not isinstance(location, str)
+        or not location.strip()
+        or "\x00" in location
+        or "://" in location
+        or location.startswith(("/", "\\", "~"))
+        or ".." in parts
+    ):
+        raise InputError(
+            "metrics_file", f"{location!r} must be a relative path inside the checkpoint location"
+        )
+    return location
+
+
 def recovery_id_from_run(run_id: str) -> str:
     """A lake-safe recovery id from an Airflow run id (``manual__2026-11-29T14:00:00+00:00`` …)."""
     cleaned = re.sub(r"[^A-Za-z0-9._-]+", "-", run_id).strip("-.")[:128]

@@ -29,7 +29,14 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from acme.errors import AcmeError, InputError
-from acme.recovery.actions import ActionLog, acquire_job, checked_name, release_job, utc_now
+from acme.recovery.actions import (
+    ActionLog,
+    acquire_job,
+    checked_metrics_file,
+    checked_name,
+    release_job,
+    utc_now,
+)
 from acme.recovery.backend import JobInfo, RestartPlan
 from acme.recovery.blast_radius import BlastRadiusLimit, check_blast_radius
 from acme.recovery.localize import Localization, WorldResult, decide, plan_round1, plan_round2
@@ -98,7 +105,7 @@ class RecoveryRequest:
             checkpoint_uri=checkpoint.strip(),
             recovery_id=checked_name(recovery_id, "recovery_id"),
             run_id=run_id,
-            metrics_file=params.get("metrics_file") or None,
+            metrics_file=checked_metrics_file(params["metrics_file"]) if params.get("metrics_file") else None,
             dry_run=bool(params.get("dry_run")),
             reason=str(params.get("reason") or ""),
             detected_at=str(detected),

@@ -6,7 +6,6 @@ the report, refresh the index. Its result is the manifest the command line print
 
 from __future__ import annotations
 
-import re
 from datetime import date
 from typing import TYPE_CHECKING, Any
 
@@ -15,8 +14,6 @@ from acme.report.periods import Period, month_of, parse_period, previous_month
 
 if TYPE_CHECKING:
     from acme.lake import Lake
-
-_CLUSTER_NAME = re.compile(r"[a-z][a-z0-9_-]{0,62}")  # the names acme.clusters accepts
 
 
 def build_report(
@@ -84,9 +81,10 @@ def plan_reports(
       its month and the whole history of that cluster;
     - otherwise (the monthly schedule): the month before ``run_day`` and the whole history.
     """
+    from acme.clusters import is_cluster_name
     from acme.errors import ConfigError
 
-    strange = [c for c in clusters if not isinstance(c, str) or not _CLUSTER_NAME.fullmatch(c)]
+    strange = [c for c in clusters if not is_cluster_name(c)]
     if strange:  # a cluster Param becomes a lake path: "seren/../../x" must not leave the lake
         raise ConfigError(f"{strange[0]!r} is not a cluster name (lower-case letters, digits, '-', '_')")
     wanted: set[tuple[str, str]] = set()
