@@ -290,7 +290,8 @@ def diagnose_log_lines(
         load_family_filter_rules,
         rules_with_learned,
     )
-    from acme.diagnosis.rules import UNKNOWN, _job_lines, diagnose_lines, redact
+    from acme.diagnosis.metadata import job_fact_lines
+    from acme.diagnosis.rules import UNKNOWN, diagnose_lines, redact
 
     job = dict(job or {})
     job_id = str(job.get("job_id") or "adhoc")
@@ -306,7 +307,7 @@ def diagnose_log_lines(
     threshold = settings.min_confidence()
 
     candidates: list[dict[str, Any]] = []
-    ruled = diagnose_lines(_job_lines(job) + kept, rules)
+    ruled = diagnose_lines(job_fact_lines(job) + kept, rules)
     if ruled.reason != UNKNOWN:
         candidates.append(_from_rule(ruled))
 

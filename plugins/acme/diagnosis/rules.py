@@ -163,18 +163,6 @@ def parse_rules(document: Any, source: str = "<rules>") -> list[Rule]:
 
 
 # ------------------------------------------------------------------------------------------------ diagnosis
-def _job_lines(job: dict[str, Any] | None) -> list[tuple[int, str]]:
-    """Scheduler facts about the job, matched like log lines (line 0): e.g. Slurm state NODE_FAIL."""
-    if not job:
-        return []
-    facts = []
-    for key in ("state", "status", "exit_reason", "reason", "error"):
-        value = job.get(key)
-        if value:
-            facts.append((0, f"job {key}: {value}"))
-    return facts
-
-
 def diagnose_lines(kept: Iterable[tuple[int, str]], rules: list[Rule] | None = None) -> Diagnosis:
     """Diagnose from already-selected ``(line number, text)`` pairs (error and traceback lines)."""
     rules = rules if rules is not None else load_rules()
@@ -215,7 +203,8 @@ def diagnose_log(
 ) -> Diagnosis:
     """Compress a log (file, ``.gz`` or lines) and diagnose its root cause."""
     from acme.diagnosis.compress import compress_log
+    from acme.diagnosis.metadata import job_fact_lines
 
     compressed = compress_log(path_or_lines)
     kept = [(k.line, k.text) for k in compressed.lines if k.kind in _DIAGNOSED_KINDS]
-    return diagnose_lines(_job_lines(job) + kept, rules)
+    return diagnose_lines(job_fact_lines(job) + kept, rules)
