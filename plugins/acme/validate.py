@@ -26,7 +26,8 @@ if TYPE_CHECKING:
 
 # What the source's own ``duration`` column measures, per source layout:
 # "run" = end - start, "submit" = end - submit (Kalos includes queueing), None = no such column.
-DURATION_BASIS = {"seren": "run", "kalos": "submit", "sacct": "run", "k8s": None}
+# "run_at_most" = at most end - start: sacct's Elapsed leaves out the time a job was suspended.
+DURATION_BASIS = {"seren": "run", "kalos": "submit", "sacct": "run_at_most", "k8s": None}
 
 # Columns a layout always fills. AcmeTrace has a user, a GPU count and a submit time on every
 # row; sacct and Kubernetes exports legitimately lack them (no User or TRES field in the
@@ -165,12 +166,14 @@ def build_job_expectations(layout: str) -> list:
             )
         )
     if DURATION_BASIS.get(layout):
-        basis = "end − start" if DURATION_BASIS[layout] == "run" else "end − submit"
+        basis = {"run": "differs from end − start", "run_at_most": "is longer than end − start"}.get(
+            DURATION_BASIS[layout], "differs from end − submit"
+        )
         expectations.append(
             e.ExpectColumnValuesToBeBetween(
                 column="_source_duration_gap",
                 max_value=TOLERANCE_S,
-                meta={"reason": f"source duration differs from {basis}"},
+                meta={"reason": f"source duration {basis}"},
             )
         )
     return expectations
@@ -229,7 +232,11 @@ def _with_derived_columns(
         run_s=zero_if_null(jobs["run_s"]),
         _gpu_time_gap=gap(jobs["gpu_time"], held * jobs["run_s"]),
         _source_gpu_time_gap=gap(jobs["source_gpu_time"], gpus * jobs["source_duration_s"]),
-        _source_duration_gap=gap(jobs["source_duration_s"], measured),
+        _source_duration_gap=(
+            (jobs["source_duration_s"] - measured).clip(lower=0).fillna(0.0)
+            if duration_basis == "run_at_most"
+            else gap(jobs["source_duration_s"], measured)
+        ),
     )
 
 

@@ -65,7 +65,9 @@ def parse(classifier):
 
 
 def assert_invariant(result) -> None:
-    assert result.rows_in == len(result.jobs) + len(result.rejects) + result.skipped_other_days
+    assert result.rows_in == (
+        len(result.jobs) + len(result.rejects) + result.skipped_other_days + sum(result.skipped.values())
+    )
     assert list(result.jobs.columns) == list(JOB_COLUMNS)
 
 
@@ -192,8 +194,9 @@ def test_daocloud_pytorchjob_worker_folds_into_its_workload(parse):
     assert row["start_time"] == ts("2024-04-18T10:43:39Z")  # container startedAt, not pod startTime
     assert row["end_time"] == ts("2024-04-18T10:46:34Z")
     assert row["gpu_num"] == 1  # HAMi nvidia.com/vgpu: '1' (gpucores/gpumem are not devices)
+    assert row["gpu_share"] == 0.2  # ... limited to 20% of the card (nvidia.com/gpucores: '20')
     assert row["cpu_num"] == 4
-    assert row["gpu_time"] == 175.0
+    assert row["gpu_time"] == 0.2 * 175.0
     assert row["node_list"] == "worker-a800-1" and row["node_num"] == 1
     assert row["exit_code"] == 0
     assert row["job_type"] == "Debug"  # "...-job-test-..." in the name
@@ -218,7 +221,8 @@ def test_runai_fractional_pod(parse):
     assert row["job_name"] == "frac-1"  # owner RunaiJob
     assert row["job_id"] == "2237ca39-cac0-4601-b658-8a3c5f406a4f"
     assert row["user"] == "test@run.ai"  # annotation "user"
-    assert row["gpu_num"] == 1  # gpu-fraction 0.5 holds one device
+    assert row["gpu_num"] == 1  # gpu-fraction 0.5 holds one device ...
+    assert row["gpu_share"] == 0.5  # ... half of it
     assert any("fractional GPU" in note for note in result.notes)
     assert row["cpu_num"] == 1  # 100m
     assert row["state"] == "RUNNING"
@@ -620,11 +624,14 @@ def test_records_that_are_not_jobs_are_rejected_with_their_reason(parse):
     result = parse(json.dumps({"kind": "List", "apiVersion": "v1", "items": items}))
     assert list(result.jobs["job_name"]) == ["fine"]
     assert result.rows_in == len(items)
+    # Objects of other kinds are not defects: skipped with a count per kind, not quarantined.
+    assert result.skipped == {
+        "not a job object: kind Service (v1)": 1,
+        "not a job object: kind Job (batch.volcano.sh)": 1,
+        "not a job object: kind ConfigMap (v1)": 1,
+    }
     reasons = dict(zip(result.rejects["source_line"], result.rejects["reason"], strict=True))
     assert reasons == {
-        1: "not a Pod or Job: kind=Service",
-        2: "not a Pod or Job: kind=Job apiVersion=batch.volcano.sh/v1alpha1",
-        3: "not a Pod or Job: kind=ConfigMap",
         4: "not a JSON object (got a number)",
         5: "not a JSON object (got a list)",
         6: "metadata missing",
@@ -638,7 +645,7 @@ def test_records_that_are_not_jobs_are_rejected_with_their_reason(parse):
         14: "spec.containers is a string, not a list",
     }
     assert set(result.rejects["source_file"]) == {"extract.json"}
-    assert json.loads(result.rejects["record"].iloc[0])["kind"] == "Service"  # the record, as JSON text
+    assert json.loads(result.rejects["record"].iloc[2])["kind"] == "Pod"  # the record, as JSON text
 
 
 def test_pods_of_a_rejected_job_are_rejected_with_it(parse):
@@ -668,7 +675,7 @@ def test_json_lines_with_bad_lines_keep_the_good_ones(parse):
 
 
 def test_huge_rejected_record_is_truncated_in_the_quarantine(parse):
-    huge = {"kind": "Secret", "metadata": {"name": "s"}, "data": {"blob": "x" * (MAX_RECORD_CHARS * 2)}}
+    huge = {"kind": "Pod", "metadata": {"name": "s"}, "data": {"blob": "x" * (MAX_RECORD_CHARS * 2)}}
     result = parse(json.dumps([huge]))
     record = result.rejects["record"].iloc[0]
     assert len(record) < MAX_RECORD_CHARS + 100 and "truncated" in record

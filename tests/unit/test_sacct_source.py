@@ -206,8 +206,10 @@ def test_triton_header_with_multichar_delimiter():
     assert (j["cpu_num"], j["node_num"], j["node_list"], j["source_line"]) == (2, 1, "pe2", 2)
     assert pd.isna(j["gpu_num"])  # TRES fields present but empty everywhere
     j = jobs["43977780"]
-    assert j["state"] == "CANCELLED" and pd.isna(j["end_time"]) and pd.isna(j["run_s"])
+    # End=Unknown on a cancelled job: End = Start + Elapsed (17 s), and a note says so.
+    assert j["state"] == "CANCELLED" and j["end_time"] == utc("2019-07-31T21:35:44") and j["run_s"] == 17
     assert j["source_line"] == 5 and j["source_duration_s"] == 17
+    assert any("End = Start + Elapsed" in note for note in result.notes)
 
 
 def test_frontier_times_are_converted_from_cluster_local_time():

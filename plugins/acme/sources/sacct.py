@@ -830,15 +830,22 @@ def _build_jobs(
     raw_elapsed = column(elapsed_field.lower())
     elapsed = _cached(raw_elapsed, _parse_elapsed if elapsed_field == "Elapsed" else _parse_elapsed_raw)
     states = _cached(column("state"), _canonical_state)
-    if ("end" not in col or "start" not in col) and ("elapsed" in col or "elapsedraw" in col):
-        # one of Start/End is not in the export: derive it from the other and Elapsed
-        seconds = np.array([np.nan if e[0] is None else e[0] for e in elapsed], dtype="float64")
-        delta = (seconds * 1e6).astype("timedelta64[us]")  # NaN becomes NaT
-        if "end" not in col:
-            ended = np.array([st[0] not in (None, "RUNNING") for st in states], dtype=bool)
-            end = np.where(ended, start + delta, np.datetime64("NaT"))
-        else:
-            start = end - delta
+    if "elapsed" in col or "elapsedraw" in col:
+        # End = Start + Elapsed for a job that ended without an End (the field is not in the
+        # export, or sacct prints Unknown: a cancelled job whose end slurmdbd never recorded);
+        # Start = End − Elapsed when the export has End but no Start.
+        ended = np.array([st[0] not in (None, "RUNNING", "PENDING") for st in states], dtype=bool)
+        no_end = ended & np.isnat(end) & ~np.isnat(start) & ~end_bad
+        no_start = np.isnat(start) & ~np.isnat(end) & ("start" not in col)
+        if no_end.any() or no_start.any():
+            seconds = np.array([np.nan if e[0] is None else e[0] for e in elapsed], dtype="float64")
+            delta = (seconds * 1e6).astype("timedelta64[us]")  # NaN becomes NaT
+            end = np.where(no_end, start + delta, end)
+            start = np.where(no_start, end - delta, start)
+            if "end" in col and no_end.any():
+                time_notes[("end", "from_elapsed")] = time_notes.get(("end", "from_elapsed"), 0) + int(
+                    (no_end & ~np.isnat(end)).sum()
+                )
     no_time = np.isnat(submit) & np.isnat(start) & np.isnat(end)
 
     nnodes = _cached(column("nnodes"), lambda v: _parse_count(v, "NNodes"))
@@ -1189,6 +1196,11 @@ def _parse_times(
 def _time_notes(time_notes: dict[tuple[str, str], int], zone_name: str) -> list[str]:
     """The notes for times in a change of UTC offset, per field (Submit, Start, End) in turn."""
     notes = []
+    if time_notes.get(("end", "from_elapsed")):
+        notes.append(
+            f"{time_notes[('end', 'from_elapsed')]} ended job(s) without an End time (End=Unknown): "
+            "End = Start + Elapsed"
+        )
     for field in ("submit", "start", "end"):
         if time_notes.get((field, "repeated")):
             notes.append(
