@@ -319,6 +319,7 @@ def ingest_job_file(
         refuse_empty_input(job_input, parsed.rows_in, parsed.skipped, parsed.skipped_other_days)
     partitions = publish_jobs(lake, job_input, outcome.accepted, outcome.report)
     return {
+        "rows_in": parsed.rows_in,
         "rows": len(outcome.accepted),
         "quarantined": len(quarantined),
         "skipped": dict(parsed.skipped),

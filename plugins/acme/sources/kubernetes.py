@@ -1,4 +1,4 @@
-"""Kubernetes Pods and batch/v1 Jobs into the canonical job record.
+"""Kubernetes Pods, batch/v1 Jobs and training workloads into the canonical job record.
 
 Input
     ``kubectl get pods,jobs -o json`` (a ``List``), a ``PodList``/``JobList`` as the API
@@ -37,7 +37,13 @@ Fields
       ``nvidia.com/mig-*``; each a device, whole or shared), requests falling back to
       limits, init containers taken as the scheduler does (max of init vs sum of app,
       sidecars added). A Pod asking only for a Run:ai ``gpu-fraction`` annotation holds
-      ``ceil(fraction)`` device (noted). GPU quantities must be whole numbers.
+      ``ceil(fraction)`` device (noted); one with a Run:ai MIG annotation
+      (``nvidia.com/mig-1g.5gb: "1"``) holds that many instances. GPU quantities must be
+      whole numbers.
+    - ``gpu_share``: the physical GPUs held, where that differs from ``gpu_num``: a MIG
+      instance is its compute slices out of 7 (4 on an A30), a HAMi vGPU its
+      ``nvidia.com/gpucores`` percentage, a Run:ai fraction the fraction (see
+      :func:`_gpu_equivalent`); null for whole GPUs.
       For a Job: template GPUs x width, width = ``min(parallelism, completions)``
       (parallelism defaults to 1, completions to parallelism; at least 1), i.e. what the
       Job holds at once; retried pods do not add up. Without the Job (pods only): the peak
@@ -85,17 +91,28 @@ Fields
     submitted earlier, so every item is kept and ``skipped_other_days`` is 0.
 
 Bad input
+    Input that does not start with ``{`` or ``[`` is read as YAML (``kubectl get -o yaml``:
+    one object, a ``List``, or ``---``-separated documents; ``source_line`` is then the object's
+    1-based index). Objects that are not jobs (Services, ConfigMaps, Volcano Jobs, Kueue
+    ProvisioningRequests, ...) are skipped with a count per kind (``ParseResult.skipped``), not
+    rejected; so are workload objects that have not started (see :func:`_parse_object`).
+
     Empty input, invalid JSON (the JSON error's line and column), nesting too deep for the
     parser (RecursionError), a top level that is neither a list nor a List/object, and bytes
     that are not UTF-8 raise :class:`InputError` (non-UTF-8 names the byte offset and line:
     Kubernetes serves UTF-8 only, so such bytes mean a damaged file, and decoding with
     replacement would silently change names and labels that are keys). Per item, these
-    become rejects with the reason: not a JSON object; ``not a Pod or Job: kind=X``
-    (Services, Volcano ``batch.volcano.sh`` Jobs, ...); missing metadata, name or
+    become rejects with the reason: not a JSON object; an object without ``kind``; missing metadata, name or
     creationTimestamp; bad timestamps (an RFC 3339 time needs its offset); bad, negative,
     implausibly large (> 10^6 per container) or fractional GPU quantities; bad cpu
     quantities; fields of the wrong JSON type; an unrecognised pod phase; a JSON Lines line that is not JSON; pods of a
     rejected Job (so that the job is quarantined once, with its reason, not half-built).
+
+Workload objects
+    Kubeflow training jobs (``kubeflow.org`` PyTorchJob, TFJob, MPIJob, XGBoostJob, PaddleJob,
+    JAXJob), TrainJobs (``trainer.kubeflow.org``), JobSets (``jobset.x-k8s.io``) and Kueue
+    Workloads (``kueue.x-k8s.io``) are jobs of their own (:func:`_parse_object`); pods of a
+    training job that is in the input are folded into it (nodes, exit code).
 """
 
 from __future__ import annotations
@@ -670,6 +687,14 @@ def _parse_pod(item: _Item) -> _Pod:
         status = _dict(obj.get("status"), "status")
         gpu, cpu, equiv = _pod_resources(spec)
         fractional = False
+        if gpu == 0:  # Run:ai asks for a MIG instance by annotation (runai submit --mig-profile)
+            for key, value in sorted(meta.annotations.items()):
+                if _MIG_PROFILE.fullmatch(key):
+                    count = _quantity(value, f"annotation {key}")
+                    if count != count.to_integral_value():
+                        raise _Reject(f"bad quantity annotation {key}={value!r}: MIG instances are whole")
+                    gpu += int(count)
+                    equiv += int(count) * _gpu_equivalent(key, {}, "annotations")
         if gpu == 0 and GPU_FRACTION_ANNOTATION in meta.annotations:
             fraction = _quantity(
                 meta.annotations[GPU_FRACTION_ANNOTATION], f"annotation {GPU_FRACTION_ANNOTATION}"

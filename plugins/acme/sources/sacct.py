@@ -524,7 +524,9 @@ def _parse(
     header, header_consumed, from_header = _header(
         first[0], first_line, fields, delimiter, source_file, notes
     )
-    data_from = first[0] + 1 if header_consumed else first[0]
+    # without a header, data (and comment lines, counted as skipped) start at the first line that is not blank
+    first_text = next((no for no, raw, _ in read_lines() if raw.strip()), first[0])
+    data_from = first[0] + 1 if header_consumed else min(first[0], first_text)
     names = [_field_key(f) for f in header]
     missing = _missing_required(header)
     if missing:
