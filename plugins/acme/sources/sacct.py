@@ -6,9 +6,13 @@ Input
 line, or header-less (``--noheader``) with the field list given as ``fields`` (the CLI's
 ``--fields``; ``%width`` suffixes are ignored, names are case-insensitive). ``--parsable``
 output (a trailing '|' on every line) is accepted too, and so is another ``--delimiter``
-(``delimiter=``). When a header is present it wins over ``fields`` (a note says so if they
-differ). Required fields: JobID, State, Submit; a header or field list without them raises
-:class:`SchemaDriftError` naming the missing ones. Empty input raises ``InputError("empty")``;
+(``delimiter=``, any string). When a header is present it wins over ``fields`` (a note says so
+if they differ); a header written as a comment (``#jobid|state…``) is read as one. Required
+fields: JobID, State and a time (Start, End or Submit; in practice Start and End, or one of them
+with Elapsed); a header or field list without them raises :class:`SchemaDriftError` naming the
+missing ones and where to add them. Without Submit, submit and queue times are null (a note
+says so); without End, End = Start + Elapsed for jobs that ended; without Start,
+Start = End − Elapsed. Empty input raises ``InputError("empty")``;
 no header and no ``fields`` raises :class:`InputError`. A header with no data lines is valid
 (sacct prints it when nothing matched) and gives zero jobs.
 
@@ -24,7 +28,7 @@ empty (NodeList — the ``extern`` step first, as it spans every node of the all
 ExitCode — the ``batch`` step first —, TRES, NCPUS). Array tasks (``123_4``) and
 heterogeneous components (``123+0``, ``123+1``) are jobs of their own, ``job_id`` is sacct's
 JobID as printed. A not-yet-expanded array range (``123_[5-9]``, ``123_[3-4%2]``) is one
-record (rejected if PENDING, see below; e.g. a CANCELLED range is one CANCELLED job).
+record (skipped if PENDING, see below; e.g. a CANCELLED range is one CANCELLED job).
 
 A step whose job line is absent from the input (a cut or filtered extract) is **rejected**
 ("orphan step"), not promoted to a job: a step lacks the job's user, partition, allocation
@@ -33,7 +37,9 @@ would invent a record. Step lines are not records of their own (``rows_in`` coun
 folding, plus lines that could not be folded: malformed lines and orphan steps).
 
 A JobID seen twice (``--duplicates``, or concatenated extracts) keeps the *later* line, which
-is the newer record in sacct's order; the earlier one is rejected as superseded.
+is the newer record in sacct's order; the earlier one is skipped and counted
+(``ParseResult.skipped``), not rejected: it is an older record, not a defect. Lines starting
+with ``#`` are comments, skipped and counted too.
 
 States
 ------
@@ -45,8 +51,8 @@ PREEMPTED, TIMEOUT, NODE_FAIL, OUT_OF_MEMORY, RUNNING are kept. Outside that voc
 - COMPLETING, CONFIGURING, RESIZING, SUSPENDED, STOPPED, SIGNALING, STAGE_OUT, REQUEUED,
   REQUEUE_FED, REQUEUE_HOLD -> RUNNING: the job was allocated and has not reached an end
   state; a later extract supersedes it (``schema.state_rank``: terminal beats RUNNING).
-- PENDING -> rejected with the reason "has not started": a pending job has no outcome and no
-  start yet; it arrives in a later extract once it runs or ends. :func:`sacct_command` asks
+- PENDING -> skipped and counted (``SKIP_PENDING``), not rejected: a pending job has no outcome
+  and no start yet; it arrives in a later extract once it runs or ends. :func:`sacct_command` asks
   sacct for non-pending states only (``--state``), so live extracts carry none.
 - Any other state is **kept as printed** (first word, upper case) in ``state`` with a null
   ``state_group``, so the validation step's in-set check quarantines it and it is visible
@@ -61,7 +67,8 @@ cluster's IANA time zone, default UTC) and converted to UTC. A time that carries
 A wall-clock time in the repeated hour when ``tz`` leaves summer time is ambiguous: it is read
 as summer time, and one in the skipped spring hour is shifted forward; a note counts either.
 Elapsed (``1-02:03:04``, ``02:03:04``, ``03:04.123``; or ElapsedRaw seconds) is kept as
-``source_duration_s``. A job line without a Submit time is rejected (the record's time key).
+``source_duration_s``. A job that ended with ``End=Unknown`` gets End = Start + Elapsed (noted).
+A job line with no time at all (Submit, Start and End empty) is rejected.
 
 Resources
 ---------
