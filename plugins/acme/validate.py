@@ -109,8 +109,15 @@ def build_job_expectations(layout: str) -> list:
             e.ExpectColumnValuesToNotBeNull(column=name, meta={"reason": f"{name} is missing"})
             for name in ("job_id", "job_type", "state", *_REQUIRED_BY_LAYOUT.get(layout, ()))
         ),
-        e.ExpectColumnValuesToNotBeNull(
-            column="_time_key", meta={"reason": "no time at all (submit, start and end are missing)"}
+        *(
+            # where submit_time is required, its own check covers this one
+            []
+            if "submit_time" in _REQUIRED_BY_LAYOUT.get(layout, ())
+            else [
+                e.ExpectColumnValuesToNotBeNull(
+                    column="_time_key", meta={"reason": "no time at all (submit, start and end are missing)"}
+                )
+            ]
         ),
         e.ExpectColumnValuesToBeUnique(column="job_id", meta={"reason": "job_id appears more than once"}),
         e.ExpectColumnValuesToBeInSet(
