@@ -314,10 +314,10 @@ def parse_kubernetes(
     # Workload objects (Kubeflow jobs, TrainJobs, JobSets, Kueue Workloads): one record each, unless a
     # Kueue Workload belongs to a job object that is in the input too (that object is the record).
     present_uids = {
-        i.obj["metadata"].get("uid")
+        uid
         for i in items
-        if i.kind != "Object" or i.obj.get("kind") != "Workload"
-        if isinstance(i.obj.get("metadata"), dict)
+        if (i.kind != "Object" or i.obj.get("kind") != "Workload") and isinstance(i.obj.get("metadata"), dict)
+        if isinstance(uid := i.obj["metadata"].get("uid"), str)
     }
     objects: dict[tuple, _Object] = {}
     for item in (i for i in items if i.kind == "Object"):
@@ -606,11 +606,11 @@ def _item(raw: _Raw, list_kind: str | None) -> _Item:
     api = obj.get("apiVersion")
     if kind == "Job" and (api is None or (isinstance(api, str) and api.startswith("batch/"))):
         return _Item(raw.line, "Job", obj)
+    if not isinstance(kind, str) or not kind:
+        raise _Reject(f"kind is {_type(kind)}: not a Kubernetes object")
     group = api.split("/", 1)[0] if isinstance(api, str) else None
     if (kind, group) in WORKLOAD_OBJECT_KINDS:
         return _Item(raw.line, "Object", obj)
-    if not isinstance(kind, str) or not kind:
-        raise _Reject("no kind: not a Kubernetes object")
     raise _Skip(f"not a job object: kind {kind}" + (f" ({group})" if group else ""))
 
 
