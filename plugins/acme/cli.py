@@ -30,10 +30,26 @@ def build_parser() -> argparse.ArgumentParser:
     ingest = commands.add_parser("ingest-jobs", help="parse, validate and publish one job-trace input")
     ingest.add_argument("--format", required=True, choices=["acmetrace", "sacct", "k8s"])
     ingest.add_argument("--cluster", required=True)
-    ingest.add_argument("--input", required=True, help="local path or URL (s3://…) of the input")
+    where = ingest.add_mutually_exclusive_group(required=True)
+    where.add_argument("--input", help="local path or URL (s3://…) of the input")
+    where.add_argument(
+        "--command",
+        help="live sacct: the command to run for --day, e.g. 'ssh login1 sacct' (clusters.yaml jobs.command)",
+    )
     ingest.add_argument("--lake", required=True, help="lake root: a folder or s3://bucket/prefix")
     ingest.add_argument("--day", type=_day, help="only jobs submitted on this UTC day (AcmeTrace)")
     ingest.add_argument("--fields", help="comma-separated sacct fields of a header-less input")
+    ingest.add_argument(
+        "--timezone",
+        default="UTC",
+        help="IANA zone of sacct's local times, e.g. Europe/Amsterdam (default UTC)",
+    )
+    ingest.add_argument(
+        "--delimiter",
+        default="|",
+        type=_delimiter,
+        help="sacct --delimiter of the export: any string; \\t for a tab (default |)",
+    )
     ingest.add_argument(
         "--max-quarantine-share", type=float, help="fail above this share of bad rows (default 0.01)"
     )
@@ -149,15 +165,40 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
+def _delimiter(text: str) -> str:
+    value = text.replace("\\t", "\t")
+    if not value:
+        raise argparse.ArgumentTypeError("the delimiter must not be empty")
+    return value
+
+
 def _ingest_jobs(args: argparse.Namespace) -> dict:
+    import shlex
+    import tempfile
+
+    from acme.errors import ConfigError
     from acme.ingest_jobs import JobInput, ingest_job_file
     from acme.lake import open_lake
 
     fields = tuple(f.strip() for f in args.fields.split(",") if f.strip()) if args.fields else None
+    uri = args.input
+    if args.command:
+        if args.format != "sacct" or args.day is None:
+            raise ConfigError("--command (live sacct) needs --format sacct and --day")
+        uri = "sacct://" + "/".join(shlex.split(args.command))
     job_input = JobInput(
-        cluster=args.cluster, format=args.format, uri=args.input, day=args.day, fields=fields
-    )
+        cluster=args.cluster, format=args.format, uri=uri, day=args.day, fields=fields,
+        timezone=args.timezone, delimiter="|" if args.command else args.delimiter,
+    )  # fmt: skip
     lake = open_lake(args.lake)
+    if args.command:
+        from acme.sources.sacct import DEFAULT_FIELDS, run_sacct
+
+        text = run_sacct(args.day, shlex.split(args.command), fields or DEFAULT_FIELDS, tz=args.timezone)
+        with tempfile.NamedTemporaryFile("w", suffix=".txt", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            return ingest_job_file(lake, job_input, handle.name, args.max_quarantine_share)
     with _local_copy(args.input) as local_path:
         return ingest_job_file(lake, job_input, local_path, args.max_quarantine_share)
 

@@ -27,6 +27,7 @@ class JobSource:
     command: tuple[str, ...] | None = None  # live sacct: the command to prefix the sacct arguments with
     fields: tuple[str, ...] | None = None
     timezone: str = "UTC"
+    delimiter: str = "|"  # sacct --delimiter of the exported files
 
     def input_for(self, cluster: str, day: date) -> str:
         if self.input is None:
@@ -117,7 +118,7 @@ def _metric_source(metrics: dict | None, where: str) -> MetricSource | None:
 
 
 def _job_source(jobs: dict, where: str) -> JobSource:
-    unknown = set(jobs) - {"format", "input", "command", "fields", "timezone"}
+    unknown = set(jobs) - {"format", "input", "command", "fields", "timezone", "delimiter"}
     if unknown:
         raise ConfigError(f"{where}: unknown jobs settings {sorted(unknown)}")
     fmt = jobs.get("format")
@@ -132,6 +133,9 @@ def _job_source(jobs: dict, where: str) -> JobSource:
             raise ConfigError(f"{where}: jobs.command (live mode) exists for sacct only")
         if not isinstance(command, list) or not all(isinstance(part, str) for part in command):
             raise ConfigError(f"{where}: jobs.command must be a list of strings (no shell)")
+    delimiter = jobs.get("delimiter", "|")
+    if not isinstance(delimiter, str) or not delimiter:
+        raise ConfigError(f"{where}: jobs.delimiter must be a non-empty string, got {delimiter!r}")
     fields = jobs.get("fields")
     if isinstance(fields, str):
         fields = [f.strip() for f in fields.split(",") if f.strip()]
@@ -141,4 +145,5 @@ def _job_source(jobs: dict, where: str) -> JobSource:
         command=tuple(command) if command else None,
         fields=tuple(fields) if fields else None,
         timezone=jobs.get("timezone", "UTC"),
+        delimiter=delimiter,
     )

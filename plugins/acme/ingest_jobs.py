@@ -3,7 +3,8 @@
 The steps are separate functions so the Airflow tasks (extract → parse → validate →
 publish) and the command line (all at once, in memory) run the same code.
 
-Idempotency: a job's partition is the UTC day of its submit time; publishing merges by
+Idempotency: a job's partition is the UTC day of its time key (submit time, else start, else
+end: ``acme.schema.time_key_column``); publishing merges by
 job id under the partition's lock (a terminal state replaces RUNNING, a newer record of the
 same rank replaces an older one) and rewrites the partition whole, so re-runs, retries and
 overlapping backfills never duplicate a job. Quarantine and validation entries are keyed by
@@ -44,6 +45,7 @@ class JobInput:
     day: date | None = None
     fields: tuple[str, ...] | None = None  # sacct header-less field list
     timezone: str = "UTC"  # sacct prints naive local times in the cluster's zone
+    delimiter: str = "|"  # sacct --delimiter of the export
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form, for handing an input from one Airflow task to the next."""
@@ -54,6 +56,7 @@ class JobInput:
             "day": self.day.isoformat() if self.day else None,
             "fields": list(self.fields) if self.fields else None,
             "timezone": self.timezone,
+            "delimiter": self.delimiter,
         }
 
     @classmethod
@@ -65,6 +68,7 @@ class JobInput:
             day=date.fromisoformat(data["day"]) if data.get("day") else None,
             fields=tuple(data["fields"]) if data.get("fields") else None,
             timezone=data.get("timezone") or "UTC",
+            delimiter=data.get("delimiter") or "|",
         )
 
     @property
@@ -90,7 +94,8 @@ def plan_job_inputs(
         fmt = jobs.format if source == "configured" else source
         live = jobs.command if (jobs.command and not input_uri and fmt == "sacct") else None
         uri = input_uri or ("sacct://" + "/".join(jobs.command) if live else jobs.input_for(name, day))
-        job_input = JobInput(name, fmt, uri, day, jobs.fields, jobs.timezone)
+        delimiter = "|" if live else jobs.delimiter  # the live command asks for --parsable2
+        job_input = JobInput(name, fmt, uri, day, jobs.fields, jobs.timezone, delimiter)
         planned.append({"input": job_input.to_dict(), "command": list(live) if live else None})
     return planned
 
@@ -137,6 +142,7 @@ def _parse_job_input(job_input: JobInput, local_path: str | Path) -> tuple[Parse
             fields=job_input.fields,
             day=job_input.day,
             tz=job_input.timezone,
+            delimiter=job_input.delimiter,
         )
         return result, "sacct"
     from acme.sources.base import check_input_size
@@ -189,7 +195,8 @@ def check_quarantine_share(
     )
     raise QuarantineThresholdError(
         f"{job_input.uri}: {len(quarantined)} of {rows_in} rows ({share:.1%}) failed validation, "
-        f"above the allowed {max_share:.1%}; nothing was published. First: {examples}"
+        f"above the allowed {max_share:.1%} (--max-quarantine-share, ACME_QUARANTINE_MAX_SHARE); "
+        f"nothing was published. First: {examples}"
     )
 
 
@@ -207,7 +214,8 @@ def publish_jobs(
     if accepted.empty:
         return []
     table = _jobs_table(accepted)
-    days = pc.cast(table["submit_time"], "date32").to_numpy()
+    time_key = pc.coalesce(table["submit_time"], table["start_time"], table["end_time"])
+    days = pc.cast(time_key, "date32").to_numpy()
     if (days[1:] < days[:-1]).any():  # traces are usually in submit order: then no reordering at all
         order = np.argsort(days, kind="stable")
         table, days = table.take(order), days[order]
@@ -251,7 +259,9 @@ def merge_job_tables(existing, incoming):
             return incoming.sort_by(order)  # a new partition of unique jobs: nothing to merge
         combined = incoming.append_column("_incoming", pa.array([1] * incoming.num_rows, pa.int8()))
     else:
-        existing = existing.cast(incoming.schema)
+        from acme.schema import with_current_columns
+
+        existing = with_current_columns(existing).cast(incoming.schema)
         combined = pa.concat_tables(
             [
                 existing.append_column("_incoming", pa.array([0] * existing.num_rows, pa.int8())),
@@ -303,17 +313,31 @@ def ingest_job_file(
     outcome = validate_jobs(parsed.jobs, layout=layout, source_file=job_input.uri)
     quarantined, quarantine_url = record_input_outcome(
         lake, job_input, parsed.rejects, outcome, first_submit_day(parsed.jobs),
-        parsed.rows_in - parsed.skipped_other_days, max_quarantine_share,
+        parsed.rows_in - parsed.skipped_other_days - sum(parsed.skipped.values()), max_quarantine_share,
     )  # fmt: skip
+    if outcome.accepted.empty and quarantined.empty:
+        refuse_empty_input(job_input, parsed.rows_in, parsed.skipped, parsed.skipped_other_days)
     partitions = publish_jobs(lake, job_input, outcome.accepted, outcome.report)
     return {
+        "rows_in": parsed.rows_in,
         "rows": len(outcome.accepted),
         "quarantined": len(quarantined),
+        "skipped": dict(parsed.skipped),
         "skipped_other_days": parsed.skipped_other_days,
         "partitions": partitions,
         "quarantine": quarantine_url,
         "notes": parsed.notes,
     }
+
+
+def refuse_empty_input(job_input: JobInput, rows_in: int, skipped: dict[str, int], other_days: int) -> None:
+    """The command line never exits 0 having stored nothing: one line saying why there is nothing."""
+    if rows_in == 0:
+        raise InputError(job_input.uri, "no job records in the input: nothing to store")
+    reasons = ", ".join(f"{reason}: {count}" for reason, count in sorted(skipped.items()))
+    if other_days:
+        reasons = ", ".join(filter(None, [reasons, f"submitted on other days than --day: {other_days}"]))
+    raise InputError(job_input.uri, f"all {rows_in} record(s) skipped ({reasons}): nothing to store")
 
 
 def record_input_outcome(
@@ -414,6 +438,7 @@ def parse_staged(lake: Lake, job_input: JobInput, raw: str, staging: str) -> dic
         "parsed": len(parsed.jobs),
         "parse_rejects": len(parsed.rejects),
         "skipped_other_days": parsed.skipped_other_days,
+        "skipped": dict(parsed.skipped),
         "first_day": first_submit_day(parsed.jobs),
         "notes": parsed.notes,
     }
@@ -447,7 +472,7 @@ def _parse_sacct_staged(lake: Lake, job_input: JobInput, local_path: str, stagin
         with pq.ParquetWriter(local, job_arrow_schema(), compression="zstd", write_statistics=True) as writer:
             summary = parse_sacct_file(
                 local_path, job_input.cluster, source_file=job_input.uri, fields=job_input.fields,
-                day=job_input.day, tz=job_input.timezone, on_jobs=stage,
+                day=job_input.day, tz=job_input.timezone, delimiter=job_input.delimiter, on_jobs=stage,
             )  # fmt: skip
         lake.upload_file(local, f"{staging}/parsed.parquet")
     _redact_rejects(summary.rejects)
@@ -460,6 +485,7 @@ def _parse_sacct_staged(lake: Lake, job_input: JobInput, local_path: str, stagin
         "parsed": summary.rows_ok,
         "parse_rejects": len(summary.rejects),
         "skipped_other_days": summary.skipped_other_days,
+        "skipped": dict(summary.skipped),
         "first_day": first_day[0] if first_day else None,
         "notes": summary.notes,
     }
@@ -482,7 +508,8 @@ def validate_staged(
     first_day = date.fromisoformat(str(parsed["first_day"])) if parsed.get("first_day") else None
     quarantined, quarantine_url = record_input_outcome(
         lake, job_input, parse_rejects, outcome, first_day,
-        parsed["rows_in"] - parsed["skipped_other_days"], max_quarantine_share,
+        parsed["rows_in"] - parsed["skipped_other_days"] - sum((parsed.get("skipped") or {}).values()),
+        max_quarantine_share,
     )  # fmt: skip
     lake.write_parquet(f"{staging}/accepted.parquet", _jobs_table(outcome.accepted))
     lake.write_json(f"{staging}/validation.json", outcome.report)

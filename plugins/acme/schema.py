@@ -5,7 +5,20 @@ folded into their job). Times are tz-aware UTC. Durations are seconds:
 
 - ``queue_s``  = start − submit
 - ``run_s``    = end − start (true run time, excludes queueing; null while RUNNING)
-- ``gpu_time`` = gpu_num × run_s (GPU-seconds)
+- ``gpu_time`` = GPUs × run_s (GPU-seconds), GPUs being ``gpu_share`` where set, else ``gpu_num``
+
+Fractional GPUs: ``gpu_num`` counts the GPU *devices* a job holds as the scheduler hands
+them out (a MIG instance, a HAMi vGPU or a Run:ai fraction is one device). When a device is
+only part of a GPU, ``gpu_share`` says how much of a physical GPU the job holds in total, as a
+real number (two ``nvidia.com/mig-3g.40gb`` instances = 2 × 3/7 ≈ 0.857; one HAMi vGPU with
+``nvidia.com/gpucores: 20`` = 0.2; Run:ai ``gpu-fraction: "0.5"`` = 0.5); it is null when the
+job holds whole GPUs. Partitions written before the column existed read it as null, which
+means the same thing. The report counts GPUs as ``COALESCE(gpu_share, gpu_num)``.
+
+Time key: a job's partition is the UTC day of its first known time,
+``COALESCE(submit_time, start_time, end_time)`` (:func:`time_key_column`). ``submit_time`` is
+null when the source does not record it (a sacct export without Submit); ``queue_s`` is then
+null too, and the report leaves such jobs out of its queueing statistics.
 
 The source's own figures are kept beside them (``source_duration_s``, ``source_gpu_time``):
 AcmeTrace Kalos ``duration`` is end − submit, so it includes queueing.
@@ -60,6 +73,7 @@ JOB_COLUMNS: dict[str, str] = {
     "queue_s": "float64",
     "run_s": "float64",
     "gpu_num": "Int64",
+    "gpu_share": "float64",  # GPUs held when part of a GPU (MIG, vGPU, fraction); null = whole GPUs
     "cpu_num": "Int64",
     "node_num": "Int64",
     "node_list": "str",  # scheduler's node list as given (Slurm hostlist), null if unknown
@@ -100,5 +114,23 @@ def jobs_from_arrow(table):
     import pandas as pd
     import pyarrow as pa
 
+    table = with_current_columns(table)
     frame = table.to_pandas(types_mapper={pa.int64(): pd.Int64Dtype()}.get)
     return frame[list(JOB_COLUMNS)]
+
+
+def with_current_columns(table):
+    """A job table with every canonical column: one written before a column existed (a
+    partition already in the lake) gets it as nulls. Column order follows the current schema."""
+    import pyarrow as pa
+
+    schema = job_arrow_schema()
+    missing = [f for f in schema if f.name not in table.column_names]
+    for column in missing:
+        table = table.append_column(column, pa.nulls(table.num_rows, column.type))
+    return table.select(schema.names) if missing else table
+
+
+def time_key_column(jobs):
+    """The time a job is filed under (pandas): its submit time, else start, else end."""
+    return jobs["submit_time"].fillna(jobs["start_time"]).fillna(jobs["end_time"])

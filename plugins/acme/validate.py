@@ -26,7 +26,16 @@ if TYPE_CHECKING:
 
 # What the source's own ``duration`` column measures, per source layout:
 # "run" = end - start, "submit" = end - submit (Kalos includes queueing), None = no such column.
-DURATION_BASIS = {"seren": "run", "kalos": "submit", "sacct": "run", "k8s": None}
+# "run_at_most" = at most end - start: sacct's Elapsed leaves out the time a job was suspended.
+DURATION_BASIS = {"seren": "run", "kalos": "submit", "sacct": "run_at_most", "k8s": None}
+
+# Columns a layout always fills. AcmeTrace has a user, a GPU count and a submit time on every
+# row; sacct and Kubernetes exports legitimately lack them (no User or TRES field in the
+# --format, no Submit: the queue time is then unknown), so there they may be null.
+_REQUIRED_BY_LAYOUT = {
+    "seren": ("user", "gpu_num", "submit_time"),
+    "kalos": ("user", "gpu_num", "submit_time"),
+}
 
 # Absolute tolerance of the consistency checks: sources round to whole seconds.
 TOLERANCE_S = 1.0
@@ -43,7 +52,11 @@ def validate_jobs(jobs: pd.DataFrame, *, layout: str, source_file: str) -> Valid
     """Run the job suite for ``layout`` (seren, kalos, sacct, k8s) over ``jobs``."""
     import pandas as pd
 
-    frame = _with_derived_columns(jobs.reset_index(drop=True), DURATION_BASIS.get(layout))
+    frame = _with_derived_columns(
+        jobs.reset_index(drop=True),
+        DURATION_BASIS.get(layout),
+        gpu_num_required="gpu_num" in _REQUIRED_BY_LAYOUT.get(layout, ()),
+    )
     expectations = build_job_expectations(layout)
     results = _run_suite(frame, expectations, suite_name=f"jobs_{layout}")
 
@@ -94,7 +107,17 @@ def build_job_expectations(layout: str) -> list:
         ),
         *(
             e.ExpectColumnValuesToNotBeNull(column=name, meta={"reason": f"{name} is missing"})
-            for name in ("job_id", "user", "job_type", "state", "submit_time", "gpu_num")
+            for name in ("job_id", "job_type", "state", *_REQUIRED_BY_LAYOUT.get(layout, ()))
+        ),
+        *(
+            # where submit_time is required, its own check covers this one
+            []
+            if "submit_time" in _REQUIRED_BY_LAYOUT.get(layout, ())
+            else [
+                e.ExpectColumnValuesToNotBeNull(
+                    column="_time_key", meta={"reason": "no time at all (submit, start and end are missing)"}
+                )
+            ]
         ),
         e.ExpectColumnValuesToBeUnique(column="job_id", meta={"reason": "job_id appears more than once"}),
         e.ExpectColumnValuesToBeInSet(
@@ -138,7 +161,7 @@ def build_job_expectations(layout: str) -> list:
         e.ExpectColumnValuesToBeBetween(
             column="_gpu_time_gap",
             max_value=TOLERANCE_S,
-            meta={"reason": "gpu_time differs from gpu_num × run_s"},
+            meta={"reason": "gpu_time differs from GPUs (gpu_share, else gpu_num) × run_s"},
         ),
     ]
     if layout in ("seren", "kalos"):
@@ -150,18 +173,21 @@ def build_job_expectations(layout: str) -> list:
             )
         )
     if DURATION_BASIS.get(layout):
-        basis = "end − start" if DURATION_BASIS[layout] == "run" else "end − submit"
+        basis = {"run": "differs from end − start", "run_at_most": "is longer than end − start"}.get(
+            DURATION_BASIS[layout], "differs from end − submit"
+        )
         expectations.append(
             e.ExpectColumnValuesToBeBetween(
                 column="_source_duration_gap",
                 max_value=TOLERANCE_S,
-                meta={"reason": f"source duration differs from {basis}"},
+                meta={"reason": f"source duration {basis}"},
             )
         )
     return expectations
 
 
 _DERIVED = [
+    "_time_key",
     "_gpu_time_gap",
     "_source_gpu_time_gap",
     "_source_duration_gap",
@@ -170,7 +196,9 @@ _DERIVED = [
 ]
 
 
-def _with_derived_columns(jobs: pd.DataFrame, duration_basis: str | None) -> pd.DataFrame:
+def _with_derived_columns(
+    jobs: pd.DataFrame, duration_basis: str | None, *, gpu_num_required: bool = True
+) -> pd.DataFrame:
     """The frame the suite sees: the jobs plus derived columns, shaped for GX's fast paths.
 
     - Consistency gaps are 0 where not applicable (a CPU job has no source GPU time).
@@ -180,7 +208,11 @@ def _with_derived_columns(jobs: pd.DataFrame, duration_basis: str | None) -> pd.
     - Integer columns are checked as floats: GX's range check makes one Python call per
       value on pandas' nullable integers and is vectorized on floats.
     """
+    from acme.schema import time_key_column
+
     gpus = jobs["gpu_num"].astype("float64")
+    held = jobs["gpu_share"].fillna(gpus) if jobs["gpu_share"].notna().any() else gpus
+    time_key = time_key_column(jobs) if jobs["submit_time"].hasnans else jobs["submit_time"]
     if duration_basis == "submit":
         measured = (jobs["end_time"] - jobs["submit_time"]).dt.total_seconds()
     else:
@@ -195,17 +227,23 @@ def _with_derived_columns(jobs: pd.DataFrame, duration_basis: str | None) -> pd.
 
     return jobs.assign(
         # end_time where the job should have one; a RUNNING job counts as having it.
-        _end_time_unless_running=jobs["end_time"].where(~running, jobs["submit_time"]),
+        _end_time_unless_running=jobs["end_time"].where(~running, time_key),
         # end_time where the job must not have one; null elsewhere.
         _end_time_if_running=jobs["end_time"].where(running),
-        gpu_num=gpus,
+        _time_key=time_key,
+        # a required gpu_num keeps its nulls for the not-null check; elsewhere null means unknown
+        gpu_num=gpus if gpu_num_required else zero_if_null(gpus),
         cpu_num=zero_if_null(jobs["cpu_num"].astype("float64")),
         node_num=zero_if_null(jobs["node_num"].astype("float64")),
         queue_s=zero_if_null(jobs["queue_s"]),
         run_s=zero_if_null(jobs["run_s"]),
-        _gpu_time_gap=gap(jobs["gpu_time"], gpus * jobs["run_s"]),
+        _gpu_time_gap=gap(jobs["gpu_time"], held * jobs["run_s"]),
         _source_gpu_time_gap=gap(jobs["source_gpu_time"], gpus * jobs["source_duration_s"]),
-        _source_duration_gap=gap(jobs["source_duration_s"], measured),
+        _source_duration_gap=(
+            (jobs["source_duration_s"] - measured).clip(lower=0).fillna(0.0)
+            if duration_basis == "run_at_most"
+            else gap(jobs["source_duration_s"], measured)
+        ),
     )
 
 

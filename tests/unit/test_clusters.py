@@ -69,3 +69,34 @@ def test_a_cluster_name_is_a_safe_path_component_only(name):
 
     assert not is_cluster_name(name)
     assert is_cluster_name("seren") and is_cluster_name("kalos-2_b")
+
+
+def test_sacct_delimiter_is_a_cluster_setting_and_reaches_the_parser(tmp_path):
+    from datetime import date
+
+    from acme.ingest_jobs import JobInput
+
+    config = tmp_path / "clusters.yaml"
+    config.write_text(
+        "clusters:\n"
+        "  habrok:\n"
+        "    jobs: {format: sacct, input: '/exports/{ds}.txt', delimiter: '☃', timezone: Europe/Amsterdam,\n"
+        "           fields: 'JobID,State,Start,End'}\n"
+        "  live:\n"
+        "    jobs: {format: sacct, command: [sacct], delimiter: '☃'}\n"
+    )
+    clusters = load_clusters(config)
+    assert clusters["habrok"].jobs.delimiter == "☃"
+    planned = {p["input"]["cluster"]: p for p in plan_job_inputs(clusters, date(2024, 3, 10))}
+    habrok = JobInput.from_dict(planned["habrok"]["input"])
+    assert (habrok.delimiter, habrok.timezone, habrok.fields) == (
+        "☃",
+        "Europe/Amsterdam",
+        ("JobID", "State", "Start", "End"),
+    )
+    # the live command asks sacct for --parsable2, so its output is '|'-separated whatever the files use
+    assert JobInput.from_dict(planned["live"]["input"]).delimiter == "|"
+    bad = tmp_path / "bad.yaml"  # (configurations are cached by path)
+    bad.write_text("clusters:\n  x:\n    jobs: {format: sacct, input: /a, delimiter: ''}\n")
+    with pytest.raises(ConfigError, match="jobs.delimiter must be a non-empty string"):
+        load_clusters(bad)

@@ -137,3 +137,108 @@ def test_quarantine_keeps_bad_rows_with_reasons_and_the_threshold_fails_the_inpu
     assert summary["rows"] == 4 and summary["quarantined"] == 1
     # Re-running replaces the quarantine file of the input instead of adding to it.
     assert len(list((lake_dir / "quarantine").rglob("*.parquet"))) == 1
+
+
+# --- field-shaped inputs: no Submit, fractional GPUs, partitions from before gpu_share ---------
+
+NO_SUBMIT_SACCT = (
+    "JobID|State|Start|End|AllocTRES\n"
+    "501|COMPLETED|2024-03-09T23:30:00|2024-03-10T01:00:00|cpu=8,gres/gpu=2\n"
+    "502|FAILED|2024-03-10T02:00:00|2024-03-10T03:00:00|cpu=4\n"
+)
+
+
+def _report_jobs(lake_dir, cluster: str) -> pd.DataFrame:
+    import duckdb
+
+    from acme.report.queries import sql_text
+
+    files = sorted(str(p) for p in lake_dir.glob(f"jobs/cluster={cluster}/date=*/jobs.parquet"))
+    con = duckdb.connect()
+    con.execute(sql_text("create_report_macros"))
+    return con.execute("SELECT * FROM report_jobs($files, false) ORDER BY job_id", {"files": files}).df()
+
+
+def test_job_without_submit_is_filed_by_its_start_day_and_left_out_of_queueing(lake_dir, tmp_path):
+    path = tmp_path / "nosubmit.txt"
+    path.write_text(NO_SUBMIT_SACCT)
+    summary = ingest_job_file(Lake(str(lake_dir)), JobInput("field", "sacct", str(path)), path)
+    assert (summary["rows"], summary["quarantined"]) == (2, 0)
+    assert any("no Submit field" in note for note in summary["notes"])
+    assert read_partition(lake_dir, "field", "2024-03-09")["job_id"].tolist() == ["501"]
+    assert read_partition(lake_dir, "field", "2024-03-10")["job_id"].tolist() == ["502"]
+    report = _report_jobs(lake_dir, "field")
+    assert report["queue_s"].isna().all() and report["submit_day"].astype(str).tolist() == [
+        "2024-03-09",
+        "2024-03-10",
+    ]
+
+
+def test_partition_written_before_gpu_share_merges_and_is_reported(lake_dir, tmp_path):
+    import pyarrow as pa
+
+    from acme.ingest_jobs import publish_jobs
+
+    # A partition as the code before gpu_share wrote it: every canonical column but that one.
+    path = tmp_path / "old.txt"
+    path.write_text(NO_SUBMIT_SACCT)
+    summary = ingest_job_file(Lake(str(lake_dir)), JobInput("field", "sacct", str(path)), path)
+    key = lake_dir / "jobs/cluster=field/date=2024-03-10/jobs.parquet"
+    old = pq.read_table(key).drop_columns(["gpu_share"])
+    pq.write_table(old, key)
+    assert "gpu_share" not in pq.read_schema(key).names
+    assert jobs_from_arrow(pq.read_table(key))["gpu_share"].isna().all()
+
+    # The report reads old partitions alone ...
+    assert _report_jobs(lake_dir, "field")["gpu_num"].tolist() == [2.0, 0.0]
+    # ... and a fractional job merged into the old partition keeps its share.
+    new = read_partition(lake_dir, "field", "2024-03-10").assign(
+        job_id="503", gpu_num=1, gpu_share=0.5, run_s=3600.0, gpu_time=1800.0
+    )
+    publish_jobs(Lake(str(lake_dir)), JobInput("field", "k8s", "new"), new, {})
+    merged = read_partition(lake_dir, "field", "2024-03-10")
+    assert merged.set_index("job_id")["gpu_share"].to_dict() == pytest.approx(
+        {"502": float("nan"), "503": 0.5}, nan_ok=True
+    )
+    assert pa.types.is_float64(pq.read_schema(key).field("gpu_share").type)
+    report = _report_jobs(lake_dir, "field").set_index("job_id")
+    assert report.loc["503", "gpu_num"] == 0.5 and report.loc["503", "gpu_time"] == 1800.0
+    assert summary["partitions"]
+
+
+def test_cli_takes_every_per_cluster_setting_as_a_flag(lake_dir, tmp_path, capsys):
+    from acme.cli import main
+
+    path = tmp_path / "tabbed.txt"
+    # header-less, tab-separated, local times of Helsinki (UTC+2 in March)
+    path.write_text("601\tCOMPLETED\t2024-03-10T12:00:00\t2024-03-10T13:00:00\n")
+    argv = ["ingest-jobs", "--format", "sacct", "--cluster", "field", "--lake", str(lake_dir)]
+    code = main([*argv, "--input", str(path), "--fields", "JobID,State,Start,End", "--delimiter", "\\t",
+                 "--timezone", "Europe/Helsinki"])  # fmt: skip
+    summary = json.loads(capsys.readouterr().out)
+    assert code == 0 and summary["rows"] == 1
+    job = read_partition(lake_dir, "field", "2024-03-10").iloc[0]
+    assert job["start_time"] == pd.Timestamp("2024-03-10T10:00:00Z")
+
+    # live sacct: --command runs it for --day (a stand-in script prints a real-shaped export)
+    script = tmp_path / "fake-sacct"
+    script.write_text(
+        "#!/bin/sh\nprintf 'JobID|State|Submit|Start|End\\n602|COMPLETED|2024-03-10T08:00:00|"
+        "2024-03-10T08:00:05|2024-03-10T09:00:00\\n'\n"
+    )
+    script.chmod(0o755)
+    code = main([*argv, "--command", str(script), "--day", "2024-03-10"])
+    assert code == 0 and json.loads(capsys.readouterr().out)["rows"] == 1
+    assert "602" in set(read_partition(lake_dir, "field", "2024-03-10")["job_id"])
+
+
+def test_cli_never_exits_0_with_nothing_stored(lake_dir, tmp_path, capsys):
+    from acme.cli import main
+
+    path = tmp_path / "pending.txt"
+    path.write_text("JobID|State|Submit|Start|End\n701|PENDING|2024-03-10T08:00:00|Unknown|Unknown\n")
+    code = main(["ingest-jobs", "--format", "sacct", "--cluster", "field", "--lake", str(lake_dir),
+                 "--input", str(path)])  # fmt: skip
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and "\n" not in err
+    assert "all 1 record(s) skipped" in err and "pending" in err and "nothing to store" in err

@@ -22,6 +22,9 @@ from acme.sources import sacct as sacct_module
 from acme.sources.sacct import (
     DEFAULT_FIELDS,
     LIVE_STATES,
+    SKIP_COMMENT,
+    SKIP_PENDING,
+    SKIP_SUPERSEDED,
     parse_sacct,
     read_sacct_file,
     run_sacct,
@@ -99,7 +102,9 @@ def line(**values: str) -> str:
 
 
 def assert_invariant(result) -> None:
-    assert result.rows_in == len(result.jobs) + len(result.rejects) + result.skipped_other_days
+    assert result.rows_in == (
+        len(result.jobs) + len(result.rejects) + result.skipped_other_days + sum(result.skipped.values())
+    )
     assert result.skipped_other_days == 0
     assert list(result.jobs.columns) == list(JOB_COLUMNS)
     for name in ("submit_time", "start_time", "end_time"):
@@ -121,13 +126,12 @@ def test_habrok_header_less_parsable_with_snowman_delimiter():
         source_file="hb",
     )
     assert_invariant(result)
-    # 46 lines: 26 job lines (25 jobs + 1 PENDING reject) and 20 step lines folded into them.
-    assert (result.rows_in, len(result.jobs), len(result.rejects)) == (26, 25, 1)
-    reject = result.rejects.iloc[0]
-    assert reject["source_line"] == 30
-    assert "PENDING" in reject["reason"] and "has not started" in reject["reason"]
-    assert reject["record"].startswith("7951810☃5B68XVGC2ROB9☃user11☃parallelmedium☃None assigned")
-    assert result.notes == []
+    # 46 lines: 26 job lines (25 jobs + 1 PENDING job, skipped and counted) and 20 step lines
+    # folded into them.
+    assert (result.rows_in, len(result.jobs), len(result.rejects)) == (26, 25, 0)
+    assert result.skipped == {SKIP_PENDING: 1}
+    assert "7951810" not in set(result.jobs["job_id"])
+    assert result.notes == [f"1 skipped: {SKIP_PENDING}"]
 
     jobs = by_id(result)
     # A CANCELLED GPU job; AllocTRES has gres/gpu:v100=1 *and* gres/gpu=1 -> 1 GPU, not 2.
@@ -202,8 +206,10 @@ def test_triton_header_with_multichar_delimiter():
     assert (j["cpu_num"], j["node_num"], j["node_list"], j["source_line"]) == (2, 1, "pe2", 2)
     assert pd.isna(j["gpu_num"])  # TRES fields present but empty everywhere
     j = jobs["43977780"]
-    assert j["state"] == "CANCELLED" and pd.isna(j["end_time"]) and pd.isna(j["run_s"])
+    # End=Unknown on a cancelled job: End = Start + Elapsed (17 s), and a note says so.
+    assert j["state"] == "CANCELLED" and j["end_time"] == utc("2019-07-31T21:35:44") and j["run_s"] == 17
     assert j["source_line"] == 5 and j["source_duration_s"] == 17
+    assert any("End = Start + Elapsed" in note for note in result.notes)
 
 
 def test_frontier_times_are_converted_from_cluster_local_time():
@@ -221,11 +227,13 @@ def test_frontier_times_are_converted_from_cluster_local_time():
     assert pd.isna(j["user"]) and j["job_type"] == "CPU"
 
 
-def test_real_header_without_submit_is_schema_drift():
+def test_real_header_without_times_is_schema_drift():
     with pytest.raises(SchemaDriftError) as caught:
         parse(fixture("cluster_utils_issue87.txt"), source_file="galvani.txt")
     assert isinstance(caught.value, InputError)
-    assert "Submit" in caught.value.problem and "JobID, NodeList, State, ExitCode" in caught.value.problem
+    problem = caught.value.problem
+    assert "Start and End" in problem and "JobID, NodeList, State, ExitCode" in problem
+    assert "Submit" not in problem.split("(it has")[0] and "sacct --format" in problem
     assert "JobID" not in caught.value.problem.split("(")[0]
     assert caught.value.source == "galvani.txt"
 
@@ -233,9 +241,8 @@ def test_real_header_without_submit_is_schema_drift():
 def test_constructed_edge_cases():
     result = parse(fixture("constructed_edge_cases.txt"), source_file="edge.txt")
     assert_invariant(result)
-    assert (result.rows_in, len(result.jobs), len(result.rejects)) == (16, 15, 1)
-    assert result.rejects.iloc[0]["source_line"] == 5
-    assert result.rejects.iloc[0]["record"].startswith("7100_[5-9%2]|")
+    assert (result.rows_in, len(result.jobs), len(result.rejects)) == (16, 15, 0)
+    assert result.skipped == {SKIP_PENDING: 1}  # the pending range 7100_[5-9%2]
     jobs = by_id(result)
     assert set(jobs) == {
         "7000+0", "7000+1", "7100_1", "7100_2", "7101_[3-4]", "7200", "7201", "7202", "7203", "7204",
@@ -360,13 +367,14 @@ def test_no_header_and_no_fields():
 def test_field_list_without_required_fields_is_schema_drift():
     with pytest.raises(SchemaDriftError) as caught:
         parse("100|COMPLETED\n", fields=["JobID", "State"])
-    assert "field list" in caught.value.problem and "Submit" in caught.value.problem
+    assert "field list" in caught.value.problem and "Start and End" in caught.value.problem
+    assert "--fields" in caught.value.problem
 
 
 def test_header_missing_several_required_fields():
     with pytest.raises(SchemaDriftError) as caught:
         parse("JobID|JobName|MaxRSS|\n123|x|1K|\n")
-    assert "State, Submit" in caught.value.problem
+    assert "State, Start and End" in caught.value.problem
 
 
 def test_unknown_time_zone():
@@ -385,7 +393,7 @@ BAD_CASES = [
     (line(JobID="12.3.4"), "malformed JobID '12.3.4'"),
     (line(Submit="2024-13-45T99:00:00"), "unparseable Submit '2024-13-45T99:00:00'"),
     (line(Submit="yesterday"), "unparseable Submit 'yesterday'"),
-    (line(Submit="Unknown"), "no submit time (Submit='Unknown')"),
+    (line(Submit="Unknown", Start="", End=""), "no time at all"),
     (line(Start="2024-03-10 00:01"), "unparseable Start '2024-03-10 00:01'"),
     (line(End="2024-02-30T00:00:00"), "unparseable End '2024-02-30T00:00:00'"),
     (line(Elapsed="1h"), "unparseable Elapsed '1h'"),
@@ -396,7 +404,6 @@ BAD_CASES = [
     (line(AllocTRES="cpu=8,gpu"), "AllocTRES: malformed TRES entry 'gpu'"),
     (line(AllocTRES="", ReqTRES="gres/gpu:a100=x"), "ReqTRES: unparseable gres/gpu:a100 count 'x'"),
     (line(State=""), "empty State"),
-    (line(State="PENDING"), "state 'PENDING': the job has not started"),
 ]
 
 
@@ -452,13 +459,10 @@ def test_duplicate_job_line_keeps_the_later_one():
     text = "\n".join([HEADER, line(JobID="5", State="REQUEUED"), line(JobID="5", State="COMPLETED")]) + "\n"
     result = parse(text)
     assert_invariant(result)
-    assert (result.rows_in, len(result.jobs)) == (2, 1)
+    assert (result.rows_in, len(result.jobs), len(result.rejects)) == (2, 1, 0)
     assert result.jobs["state"].tolist() == ["COMPLETED"]
     assert result.jobs["source_line"].tolist() == [3]
-    reject = result.rejects.iloc[0]
-    assert reject["source_line"] == 2 and reject["reason"].startswith(
-        "superseded: job 5 appears again at line 3"
-    )
+    assert result.skipped == {SKIP_SUPERSEDED: 1}  # an older record of the job, not a defect
 
 
 def test_bad_step_lines_do_not_reject_their_job():
@@ -690,7 +694,7 @@ def test_sacct_command_window_in_cluster_time_and_ssh_prefix():
 
 
 def test_sacct_command_needs_required_fields():
-    with pytest.raises(ConfigError, match="Submit"):
+    with pytest.raises(ConfigError, match="Start and End"):
         sacct_command(date(2024, 3, 10), fields=("JobID", "State"))
 
 
@@ -760,3 +764,70 @@ def test_100k_lines_fold_into_their_33k_jobs():
     result = parse(text, classifier=classifier, tz="Europe/Amsterdam")
     assert len(rows) > 100_000 and len(result.jobs) == 33_334
     assert result.jobs["job_id"].is_unique and len(result.rejects) == 0
+
+
+# --------------------------------------------------------------------------- field-shaped exports
+
+
+def test_export_without_submit_has_null_queue_time_and_says_so():
+    text = "JobID|State|Start|End|Elapsed\n11|COMPLETED|2024-03-10T10:00:00|2024-03-10T11:00:00|01:00:00\n"
+    result = parse(text, source_file="nosubmit.txt")
+    assert_invariant(result)
+    job = result.jobs.iloc[0]
+    assert pd.isna(job["submit_time"]) and pd.isna(job["queue_s"])
+    assert job["start_time"] == pd.Timestamp("2024-03-10T10:00:00Z") and job["run_s"] == 3600
+    assert any("no Submit field" in note and "queueing statistics" in note for note in result.notes)
+
+
+def test_end_is_derived_from_start_and_elapsed_when_absent():
+    text = "JobID|State|Start|Elapsed\n12|FAILED|2024-03-10T10:00:00|1-00:00:05\n13|RUNNING|2024-03-10T10:00:00|00:10:00\n"
+    result = parse(text)
+    jobs = by_id(result)
+    assert jobs["12"]["end_time"] == pd.Timestamp("2024-03-11T10:00:05Z") and jobs["12"]["run_s"] == 86405
+    assert pd.isna(jobs["13"]["end_time"])  # still running: no end
+    assert any("End = Start + Elapsed" in note for note in result.notes)
+
+
+def test_elapsed_only_export_is_refused_naming_the_fields_to_add():
+    with pytest.raises(SchemaDriftError, match="Start and End .*sacct --format"):
+        parse("JobID|State|Elapsed\n1|COMPLETED|00:01:00\n")
+
+
+def test_pending_jobs_are_skipped_and_counted_not_rejected():
+    text = "\n".join(
+        [HEADER, line(JobID="1"), line(JobID="2", State="PENDING", Start="Unknown", End="Unknown")]
+    )
+    result = parse(text + "\n")
+    assert_invariant(result)
+    assert result.jobs["job_id"].tolist() == ["1"] and result.rejects.empty
+    assert result.skipped == {SKIP_PENDING: 1}
+
+
+def test_comment_lines_are_skipped_and_counted():
+    text = "\n".join(["# exported by hand", HEADER, line(JobID="1"), "#" + line(JobID="2")]) + "\n"
+    result = parse(text)
+    assert_invariant(result)
+    # the comment before the header is not a record (as a blank line); the one among the data is
+    assert result.jobs["job_id"].tolist() == ["1"] and result.skipped == {SKIP_COMMENT: 1}
+
+
+def test_hash_prefixed_tab_header_is_read():
+    text = "#jobid\tstate\tstart\tend\n7\tCOMPLETED\t2017-06-12T20:40:15\t2017-06-12T21:28:29\n"
+    result = parse(text, delimiter="\t")
+    assert result.jobs["job_id"].tolist() == ["7"] and result.jobs["run_s"].tolist() == [2894.0]
+
+
+def test_multi_byte_delimiter():
+    text = "JobID::State::Start::End\n8::COMPLETED::2024-01-01T00:00:00::2024-01-01T00:00:10\n"
+    assert parse(text, delimiter="::").jobs["run_s"].tolist() == [10.0]
+
+
+def test_job_across_the_autumn_dst_change_is_consistent():
+    # Europe/Amsterdam leaves summer time at 03:00 CEST on 2023-10-29 (clocks go back to 02:00):
+    # a job from 00:30 to 05:30 local ran 6 hours, which is what sacct's Elapsed says.
+    text = "JobID|State|Submit|Start|End|Elapsed\n9|COMPLETED|2023-10-29T00:20:00|2023-10-29T00:30:00|2023-10-29T05:30:00|06:00:00\n"
+    result = parse(text, tz="Europe/Amsterdam")
+    job = result.jobs.iloc[0]
+    assert job["start_time"] == pd.Timestamp("2023-10-28T22:30:00Z")
+    assert job["end_time"] == pd.Timestamp("2023-10-29T04:30:00Z")
+    assert job["run_s"] == job["source_duration_s"] == 6 * 3600

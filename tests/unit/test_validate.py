@@ -50,7 +50,10 @@ def test_each_broken_rule_rejects_its_row_with_its_reason(seren_jobs):
     reasons = reasons_by_line(outcome)
     assert reasons[2] == "unknown state"
     assert reasons[3] == "start_time before submit_time; negative queue_s"
-    assert "negative run_s" in reasons[4] and "gpu_time differs from gpu_num × run_s" in reasons[4]
+    assert (
+        "negative run_s" in reasons[4]
+        and "gpu_time differs from GPUs (gpu_share, else gpu_num) × run_s" in reasons[4]
+    )
     assert reasons[5] == "unknown job type"
     assert list(outcome.accepted["source_line"]) == [6]
     record = json.loads(outcome.rejected.set_index("source_line").loc[2, "record"])
@@ -94,3 +97,41 @@ def test_naive_times_are_schema_drift_not_row_problems(seren_jobs):
     jobs["submit_time"] = jobs["submit_time"].dt.tz_localize(None)
     with pytest.raises(SchemaDriftError, match="submit_time"):
         validate_jobs(jobs, layout="seren", source_file="seren.csv")
+
+
+def test_sacct_rows_as_the_field_has_them_pass():
+    """No Submit, no User, no TRES (null GPUs), Elapsed shorter than End − Start (suspended time),
+    a fractional GPU whose gpu_time is share × run time: all legitimate, none quarantined; an
+    Elapsed longer than End − Start is not."""
+    from acme.sources.base import jobs_frame
+
+    def job(job_id, **fields):
+        base = {
+            "cluster": "field", "job_id": job_id, "job_type": "Other", "state": "COMPLETED",
+            "start_time": pd.Timestamp("2024-03-10T10:00:00Z"), "end_time": pd.Timestamp("2024-03-10T11:00:00Z"),
+            "source": "sacct", "source_file": "f", "source_line": int(job_id),
+        }  # fmt: skip
+        return {**base, **fields}
+
+    jobs = jobs_frame(
+        [
+            job("1"),  # no submit, no user, no GPUs known
+            job("2", source_duration_s=3000.0),  # suspended for 10 minutes
+            job("3", gpu_num=1, gpu_share=0.25),  # a quarter of a GPU
+            job("4", source_duration_s=3700.0),  # longer than it ran: a defect
+        ]
+    )
+    assert jobs.loc[2, "gpu_time"] == 900.0
+    outcome = validate_jobs(jobs, layout="sacct", source_file="f")
+    assert outcome.accepted["job_id"].tolist() == ["1", "2", "3"]
+    assert outcome.rejected["reason"].tolist() == ["source duration is longer than end − start"]
+
+
+def test_acmetrace_rows_still_need_user_gpus_and_submit(seren_jobs):
+    broken = seren_jobs.copy()
+    broken.loc[0, "user"] = None
+    broken.loc[1, "submit_time"] = pd.NaT
+    outcome = validate_jobs(broken, layout="seren", source_file="s")
+    reasons = reasons_by_line(outcome)
+    assert "user is missing" in reasons[broken.loc[0, "source_line"]]
+    assert "submit_time is missing" in reasons[broken.loc[1, "source_line"]]

@@ -2,7 +2,12 @@
 --   files: the job partitions of the period (jobs/cluster=<c>/date=<d>/jobs.parquet)
 --   paper: true = the paper-compatible definition: the source's own duration and GPU time where
 --          it has them (AcmeTrace Kalos `duration` = end - submit, so it includes queueing);
---          false = the true run time end - start (run_s) and gpu_num * run_s.
+--          false = the true run time end - start (run_s) and GPUs * run_s.
+-- GPU counts are the physical GPUs held: gpu_share (a MIG slice, a vGPU share, a fraction) where
+-- set, else gpu_num. A job without a submit time (a sacct export without Submit) has a null
+-- queue_s, so the queueing statistics (avg, median, quantiles: nulls ignored) leave it out; its
+-- day is that of its start (else end). Partitions written before gpu_share existed lack the
+-- column: the empty UNION BY NAME below supplies it as null.
 CREATE OR REPLACE TEMP MACRO report_jobs(files, paper) AS TABLE
 SELECT
     cluster,
@@ -11,13 +16,17 @@ SELECT
     state,
     state_group,
     submit_time,
-    CAST(submit_time AS DATE) AS submit_day,
-    COALESCE(gpu_num, 0) AS gpu_num,
+    CAST(COALESCE(submit_time, start_time, end_time) AS DATE) AS submit_day,
+    COALESCE(gpu_share, gpu_num, 0) AS gpu_num,
     COALESCE(gpu_num, 0) > 0 AS is_gpu,
     queue_s,
     CASE WHEN paper THEN COALESCE(source_duration_s, run_s) ELSE run_s END AS run_s,
     CASE WHEN paper THEN COALESCE(source_gpu_time, gpu_time) ELSE gpu_time END AS gpu_time
-FROM read_parquet(files);
+FROM (
+    SELECT * FROM read_parquet(files, union_by_name = true)
+    UNION ALL BY NAME
+    SELECT CAST(NULL AS DOUBLE) AS gpu_share WHERE false
+);
 
 -- Diagnosis records, one per job: the newest wins when a job was diagnosed more than once.
 CREATE OR REPLACE TEMP MACRO report_diagnoses(files) AS TABLE

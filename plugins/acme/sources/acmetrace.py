@@ -234,7 +234,10 @@ def _to_pandas(rows) -> pd.DataFrame:
 
 
 def _canonical(frame: pd.DataFrame) -> pd.DataFrame:
-    frame = frame.assign(state_group=frame["state"].map(STATE_GROUPS))
+    import numpy as np
+
+    # AcmeTrace counts whole GPUs only: gpu_share is null (see acme.schema).
+    frame = frame.assign(state_group=frame["state"].map(STATE_GROUPS), gpu_share=np.full(len(frame), np.nan))
     return frame[list(JOB_COLUMNS)]
 
 

@@ -1,8 +1,9 @@
 """What every job-source parser returns, and helpers to build it.
 
 A parser never drops a record silently: each input record ends up either as a canonical
-row in ``jobs`` or as a row in ``rejects`` with the reason, so that
-``rows_in == len(jobs) + len(rejects) + skipped_other_days`` always holds.
+row in ``jobs`` or as a row in ``rejects`` with the reason, or as a count in ``skipped`` under the reason it is not a job record (a pending job, a comment
+line, a Kubernetes object that is not a job), so that
+``rows_in == len(jobs) + len(rejects) + skipped_other_days + sum(skipped.values())`` always holds.
 """
 
 from __future__ import annotations
@@ -29,9 +30,16 @@ class ParseResult:
     rows_in: int  # records seen (jobs, after folding Slurm steps into their job)
     skipped_other_days: int = 0  # records for other days when a day was asked for
     notes: list[str] = field(default_factory=list)  # warnings worth showing to the operator
+    skipped: dict[str, int] = field(default_factory=dict)  # records that are not jobs, by reason
 
     def __post_init__(self) -> None:
-        check_accounting(self.rows_in, len(self.jobs), len(self.rejects), self.skipped_other_days)
+        check_accounting(
+            self.rows_in,
+            len(self.jobs),
+            len(self.rejects),
+            self.skipped_other_days,
+            sum(self.skipped.values()),
+        )
 
 
 @dataclass
@@ -44,17 +52,23 @@ class ParseSummary:
     rows_ok: int
     skipped_other_days: int = 0
     notes: list[str] = field(default_factory=list)
+    skipped: dict[str, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        check_accounting(self.rows_in, self.rows_ok, len(self.rejects), self.skipped_other_days)
+        check_accounting(
+            self.rows_in, self.rows_ok, len(self.rejects), self.skipped_other_days, sum(self.skipped.values())
+        )
 
 
-def check_accounting(rows_in: int, jobs: int, rejects: int, skipped_other_days: int) -> None:
-    """Every record seen is a job, a reject or a record of another day: a parser that loses one fails."""
-    if jobs + rejects + skipped_other_days != rows_in:
+def check_accounting(
+    rows_in: int, jobs: int, rejects: int, skipped_other_days: int, skipped: int = 0
+) -> None:
+    """Every record seen is a job, a reject, a record of another day or skipped with a reason:
+    a parser that loses one fails."""
+    if jobs + rejects + skipped_other_days + skipped != rows_in:
         raise AssertionError(
             f"parser lost records: rows_in={rows_in} but jobs={jobs}, "
-            f"rejects={rejects}, skipped_other_days={skipped_other_days}"
+            f"rejects={rejects}, skipped_other_days={skipped_other_days}, skipped={skipped}"
         )
 
 
@@ -88,7 +102,8 @@ def finish_jobs_frame(frame: pd.DataFrame) -> pd.DataFrame:
         (frame["start_time"] - frame["submit_time"]).dt.total_seconds()
     )
     frame["run_s"] = frame["run_s"].fillna((frame["end_time"] - frame["start_time"]).dt.total_seconds())
-    frame["gpu_time"] = frame["gpu_time"].fillna(frame["gpu_num"].astype("float64") * frame["run_s"])
+    gpus = frame["gpu_share"].fillna(frame["gpu_num"].astype("float64"))
+    frame["gpu_time"] = frame["gpu_time"].fillna(gpus * frame["run_s"])
     return frame[list(JOB_COLUMNS)]
 
 
@@ -101,8 +116,10 @@ def rejects_frame(records: list[dict[str, Any]]) -> pd.DataFrame:
 
 
 def first_submit_day(jobs: pd.DataFrame):
-    """UTC day of the earliest submit time, or None when there is none."""
-    first = jobs["submit_time"].min() if len(jobs) else None
+    """UTC day of the earliest time key (submit, else start, else end), or None when there is none."""
+    from acme.schema import time_key_column
+
+    first = time_key_column(jobs).min() if len(jobs) else None
     return None if first is None or first != first else first.date()
 
 

@@ -1,4 +1,4 @@
-"""Kubernetes Pods and batch/v1 Jobs into the canonical job record.
+"""Kubernetes Pods, batch/v1 Jobs and training workloads into the canonical job record.
 
 Input
     ``kubectl get pods,jobs -o json`` (a ``List``), a ``PodList``/``JobList`` as the API
@@ -37,7 +37,13 @@ Fields
       ``nvidia.com/mig-*``; each a device, whole or shared), requests falling back to
       limits, init containers taken as the scheduler does (max of init vs sum of app,
       sidecars added). A Pod asking only for a Run:ai ``gpu-fraction`` annotation holds
-      ``ceil(fraction)`` device (noted). GPU quantities must be whole numbers.
+      ``ceil(fraction)`` device (noted); one with a Run:ai MIG annotation
+      (``nvidia.com/mig-1g.5gb: "1"``) holds that many instances. GPU quantities must be
+      whole numbers.
+    - ``gpu_share``: the physical GPUs held, where that differs from ``gpu_num``: a MIG
+      instance is its compute slices out of 7 (4 on an A30), a HAMi vGPU its
+      ``nvidia.com/gpucores`` percentage, a Run:ai fraction the fraction (see
+      :func:`_gpu_equivalent`); null for whole GPUs.
       For a Job: template GPUs x width, width = ``min(parallelism, completions)``
       (parallelism defaults to 1, completions to parallelism; at least 1), i.e. what the
       Job holds at once; retried pods do not add up. Without the Job (pods only): the peak
@@ -85,17 +91,28 @@ Fields
     submitted earlier, so every item is kept and ``skipped_other_days`` is 0.
 
 Bad input
+    Input that does not start with ``{`` or ``[`` is read as YAML (``kubectl get -o yaml``:
+    one object, a ``List``, or ``---``-separated documents; ``source_line`` is then the object's
+    1-based index). Objects that are not jobs (Services, ConfigMaps, Volcano Jobs, Kueue
+    ProvisioningRequests, ...) are skipped with a count per kind (``ParseResult.skipped``), not
+    rejected; so are workload objects that have not started (see :func:`_parse_object`).
+
     Empty input, invalid JSON (the JSON error's line and column), nesting too deep for the
     parser (RecursionError), a top level that is neither a list nor a List/object, and bytes
     that are not UTF-8 raise :class:`InputError` (non-UTF-8 names the byte offset and line:
     Kubernetes serves UTF-8 only, so such bytes mean a damaged file, and decoding with
     replacement would silently change names and labels that are keys). Per item, these
-    become rejects with the reason: not a JSON object; ``not a Pod or Job: kind=X``
-    (Services, Volcano ``batch.volcano.sh`` Jobs, ...); missing metadata, name or
+    become rejects with the reason: not a JSON object; an object without ``kind``; missing metadata, name or
     creationTimestamp; bad timestamps (an RFC 3339 time needs its offset); bad, negative,
     implausibly large (> 10^6 per container) or fractional GPU quantities; bad cpu
     quantities; fields of the wrong JSON type; an unrecognised pod phase; a JSON Lines line that is not JSON; pods of a
     rejected Job (so that the job is quarantined once, with its reason, not half-built).
+
+Workload objects
+    Kubeflow training jobs (``kubeflow.org`` PyTorchJob, TFJob, MPIJob, XGBoostJob, PaddleJob,
+    JAXJob), TrainJobs (``trainer.kubeflow.org``), JobSets (``jobset.x-k8s.io``) and Kueue
+    Workloads (``kueue.x-k8s.io``) are jobs of their own (:func:`_parse_object`); pods of a
+    training job that is in the input are folded into it (nodes, exit code).
 """
 
 from __future__ import annotations
@@ -123,12 +140,25 @@ WORKLOAD_NAME_LABELS = ("training.kubeflow.org/job-name",)
 WORKLOAD_OWNER_KINDS = frozenset(
     {"PyTorchJob", "MPIJob", "TFJob", "XGBoostJob", "PaddleJob", "MXJob", "JAXJob", "RunaiJob"}
 )
+# Objects that describe a job of their own (kind, API group): Kubeflow training jobs (v1) and
+# TrainJobs (v2), JobSets, Kueue Workloads. See :func:`_parse_object`.
+KUBEFLOW_V1_KINDS = ("PyTorchJob", "MPIJob", "TFJob", "XGBoostJob", "PaddleJob", "JAXJob")
+WORKLOAD_OBJECT_KINDS = frozenset(
+    {(kind, "kubeflow.org") for kind in KUBEFLOW_V1_KINDS}
+    | {("TrainJob", "trainer.kubeflow.org"), ("JobSet", "jobset.x-k8s.io"), ("Workload", "kueue.x-k8s.io")}
+)
+SKIP_NOT_ADMITTED = (
+    "not started yet: a workload object without a start (Kueue: not admitted; a later extract carries it)"
+)
+SKIP_OWNED_WORKLOAD = "Kueue Workload of a job object in this input (the job object is the record)"
 NODE_GONE_REASONS = frozenset({"DeletionByTaintManager", "DeletionByPodGC"})
 PREEMPTED_POD_REASONS = frozenset({"Evicted", "Preempting", "Preempted", "Terminated"})
 MAX_RECORD_CHARS = 65_536  # rejected records longer than this are truncated in the quarantine
 MAX_QUANTITY = Decimal(10**6)  # GPUs or cores in one container beyond this are not plausible
 INT32_MAX = 2**31 - 1  # exit codes, parallelism and completions are int32 in the API
 
+_MIG_PROFILE = re.compile(r"nvidia\.com/mig-(\d+)g\.(\d+gb)(?:\+me)?")
+_A30_PROFILES = frozenset({"6gb", "12gb", "24gb"})
 _QUANTITY = re.compile(r"^([+-]?(?:\d+\.?\d*|\.\d+))([eE][+-]?\d+|[KMGTPE]i|[numkMGTPE])?$")
 _SUFFIXES = {
     "n": Decimal("1e-9"), "u": Decimal("1e-6"), "m": Decimal("1e-3"), "": Decimal(1),
@@ -141,6 +171,11 @@ _SUFFIXES = {
 
 class _Reject(Exception):
     """One item cannot be used; the message is the reject reason."""
+
+
+class _Skip(Exception):
+    """One item is not a job record (another kind, a workload not admitted yet); the message is the
+    reason it is counted under in ``ParseResult.skipped``."""
 
 
 @dataclass
@@ -185,6 +220,7 @@ class _Pod:
     gpu: int
     cpu: Decimal | None
     fractional_gpu: bool
+    gpu_equiv: Decimal = Decimal(0)  # physical GPUs held: gpu, or less for MIG/vGPU/fractions
 
 
 @dataclass
@@ -194,11 +230,28 @@ class _Job:
     meta: _Meta
     template_gpu: int
     template_cpu: Decimal | None
+    template_equiv: Decimal
     has_template: bool
     width: int
     start: datetime | None
     completion: datetime | None
     condition: tuple[str, str | None, datetime | None] | None  # (type, reason, time)
+
+
+@dataclass
+class _Object:
+    """A workload object that is a job of its own (see :func:`_parse_object`)."""
+
+    line: int
+    kind: str
+    meta: _Meta
+    job_id: str | None
+    state: str
+    start: datetime | None
+    end: datetime | None
+    gpu: int
+    cpu: Decimal | None
+    equiv: Decimal
 
 
 @dataclass
@@ -237,6 +290,11 @@ def parse_kubernetes(
             {"source_file": source_file, "source_line": line, "reason": reason, "record": _text(record)}
         )
 
+    skipped: dict[str, int] = {}
+
+    def skip(reason: str) -> None:
+        skipped[reason] = skipped.get(reason, 0) + 1
+
     items: list[_Item] = []
     for raw in raws:
         if raw.error is not None:
@@ -246,10 +304,32 @@ def parse_kubernetes(
             items.append(_item(raw, list_kind))
         except _Reject as exc:
             reject(raw.line, str(exc), raw.obj)
+        except _Skip as exc:
+            skip(str(exc))
 
     items, superseded = _latest_snapshots(items)
     if superseded:
         notes.append(f"{_n(superseded, 'older snapshot')} of an object folded into its latest snapshot")
+
+    # Workload objects (Kubeflow jobs, TrainJobs, JobSets, Kueue Workloads): one record each, unless a
+    # Kueue Workload belongs to a job object that is in the input too (that object is the record).
+    present_uids = {
+        uid
+        for i in items
+        if (i.kind != "Object" or i.obj.get("kind") != "Workload") and isinstance(i.obj.get("metadata"), dict)
+        if isinstance(uid := i.obj["metadata"].get("uid"), str)
+    }
+    objects: dict[tuple, _Object] = {}
+    for item in (i for i in items if i.kind == "Object"):
+        try:
+            parsed = _parse_object(item, present_uids)
+        except _Reject as exc:
+            reject(item.line, str(exc), item.obj)
+            continue
+        except _Skip as exc:
+            skip(str(exc))
+            continue
+        objects[_key(parsed.meta.uid, parsed.meta.namespace, "workload", parsed.meta.name)] = parsed
 
     jobs: list[_Job] = []
     rejected_jobs: dict[tuple, str] = {}
@@ -303,9 +383,18 @@ def parse_kubernetes(
     records = []
     no_uid = pods_only_jobs = 0
     for group in groups.values():
-        records.append(_row(group, cluster, source_file, classifier))
+        row = _row(group, cluster, source_file, classifier)
+        obj = objects.pop(group.key, None) if group.kind == "workload" else None
+        if obj is None and group.kind == "workload":
+            obj = objects.pop(_key(None, group.namespace, "workload", group.name), None)
+        if obj is not None:  # the workload object gives state, times and size; its pods the nodes
+            row = {**row, **_object_row(obj, cluster, source_file, classifier), "node_num": row["node_num"],
+                   "node_list": row["node_list"], "exit_code": row["exit_code"]}  # fmt: skip
+        records.append(row)
         no_uid += group.uid is None
         pods_only_jobs += group.kind == "Job" and group.job is None
+    for obj in objects.values():
+        records.append(_object_row(obj, cluster, source_file, classifier))
 
     if stats["folded"]:
         notes.append(f"{_n(stats['folded'], 'pod')} folded into their Job or training workload")
@@ -315,7 +404,8 @@ def parse_kubernetes(
         notes.append(f"{_n(pods_only_jobs, 'Job')} seen only through their pods (the Job object is absent)")
     if stats["fractional"]:
         notes.append(
-            f"{_n(stats['fractional'], 'pod')} asking for a fractional GPU (gpu-fraction), counted as whole devices"
+            f"{_n(stats['fractional'], 'pod')} asking for a fractional GPU (gpu-fraction): gpu_num counts the "
+            "device it shares, gpu_share the fraction"
         )
     if stats["oom_exit0"]:
         notes.append(
@@ -325,12 +415,15 @@ def parse_kubernetes(
     records.sort(key=lambda r: r["source_line"])
     rejects.sort(key=lambda r: r["source_line"])
     frame = jobs_frame(records)
+    for reason, count in sorted(skipped.items()):
+        notes.append(f"{count} skipped: {reason}")
     return ParseResult(
         jobs=frame,
         rejects=rejects_frame(rejects),
-        rows_in=len(records) + len(rejects),
+        rows_in=len(records) + len(rejects) + sum(skipped.values()),
         skipped_other_days=0,
         notes=notes,
+        skipped=skipped,
     )
 
 
@@ -360,6 +453,8 @@ def _decode(data: bytes | str, source_file: str) -> str:
 
 
 def _load(text: str, source_file: str) -> tuple[list[_Raw], str | None, list[str]]:
+    if text.lstrip()[:1] not in ("{", "["):
+        return _load_yaml(text, source_file)
     try:
         document = json.loads(text)
     except RecursionError as exc:
@@ -392,6 +487,61 @@ def _load(text: str, source_file: str) -> tuple[list[_Raw], str | None, list[str
             source_file, "a JSON object without 'items' or 'kind': not a Kubernetes List or object"
         )
     raise InputError(source_file, f"expected a JSON list or a Kubernetes List object, got {_type(document)}")
+
+
+def _load_yaml(text: str, source_file: str) -> tuple[list[_Raw], str | None, list[str]]:
+    """YAML as ``kubectl get -o yaml`` prints it: one object, a ``List``, or several documents
+    separated by ``---``. ``source_line`` is the 1-based index of the object in the file (items of
+    a List counted one by one). Timestamps stay strings (they are parsed as RFC 3339 later)."""
+    import yaml
+
+    raws: list[_Raw] = []
+    list_kinds: set[str] = set()
+    try:
+        for document in yaml.load_all(text, Loader=_yaml_loader()):
+            if document is None:
+                continue
+            if isinstance(document, list):
+                raws += [_Raw(len(raws) + 1, obj) for obj in document]
+                continue
+            if not isinstance(document, dict):
+                raise InputError(
+                    source_file, f"expected a JSON list or a Kubernetes List object, got {_type(document)}"
+                )
+            if "items" in document and "kind" in document:
+                items = document["items"] or []
+                if not isinstance(items, list):
+                    raise InputError(source_file, f"'items' is {_type(items)}, not a list")
+                if isinstance(document.get("kind"), str):
+                    list_kinds.add(document["kind"])
+                raws += [_Raw(len(raws) + 1, obj) for obj in items]
+            else:
+                raws.append(_Raw(len(raws) + 1, document))
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = mark.line + 1 if mark is not None else None
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise InputError(source_file, f"neither JSON nor YAML: {problem}", line) from exc
+    if not raws:
+        raise InputError(source_file, "no Kubernetes objects in the YAML")
+    list_kind = next(iter(list_kinds)) if len(list_kinds) == 1 else None
+    return raws, list_kind, ["read as YAML"]
+
+
+def _yaml_loader():
+    """PyYAML's safe loader (the C one when built) without the timestamp resolver."""
+    import yaml
+
+    base = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+    class _KubernetesLoader(base):  # type: ignore[misc,valid-type]
+        pass
+
+    _KubernetesLoader.yaml_implicit_resolvers = {
+        first: [r for r in resolvers if r[0] != "tag:yaml.org,2002:timestamp"]
+        for first, resolvers in base.yaml_implicit_resolvers.items()
+    }
+    return _KubernetesLoader
 
 
 def _parses(text: str) -> bool:
@@ -456,9 +606,12 @@ def _item(raw: _Raw, list_kind: str | None) -> _Item:
     api = obj.get("apiVersion")
     if kind == "Job" and (api is None or (isinstance(api, str) and api.startswith("batch/"))):
         return _Item(raw.line, "Job", obj)
-    if kind == "Job":
-        raise _Reject(f"not a Pod or Job: kind=Job apiVersion={api}")
-    raise _Reject(f"not a Pod or Job: kind={kind}")
+    if not isinstance(kind, str) or not kind:
+        raise _Reject(f"kind is {_type(kind)}: not a Kubernetes object")
+    group = api.split("/", 1)[0] if isinstance(api, str) else None
+    if (kind, group) in WORKLOAD_OBJECT_KINDS:
+        return _Item(raw.line, "Object", obj)
+    raise _Skip(f"not a job object: kind {kind}" + (f" ({group})" if group else ""))
 
 
 def _latest_snapshots(items: list[_Item]) -> tuple[list[_Item], int]:
@@ -532,14 +685,22 @@ def _parse_pod(item: _Item) -> _Pod:
         meta = _meta(obj)
         spec = _dict(obj.get("spec"), "spec")
         status = _dict(obj.get("status"), "status")
-        gpu, cpu = _pod_resources(spec)
+        gpu, cpu, equiv = _pod_resources(spec)
         fractional = False
+        if gpu == 0:  # Run:ai asks for a MIG instance by annotation (runai submit --mig-profile)
+            for key, value in sorted(meta.annotations.items()):
+                if _MIG_PROFILE.fullmatch(key):
+                    count = _quantity(value, f"annotation {key}")
+                    if count != count.to_integral_value():
+                        raise _Reject(f"bad quantity annotation {key}={value!r}: MIG instances are whole")
+                    gpu += int(count)
+                    equiv += int(count) * _gpu_equivalent(key, {}, "annotations")
         if gpu == 0 and GPU_FRACTION_ANNOTATION in meta.annotations:
             fraction = _quantity(
                 meta.annotations[GPU_FRACTION_ANNOTATION], f"annotation {GPU_FRACTION_ANNOTATION}"
             )
             if fraction > 0:
-                gpu, fractional = math.ceil(fraction), True
+                gpu, equiv, fractional = math.ceil(fraction), fraction, True
 
         phase = status.get("phase")
         reason = status.get("reason")
@@ -602,6 +763,7 @@ def _parse_pod(item: _Item) -> _Pod:
             gpu=gpu,
             cpu=cpu,
             fractional_gpu=fractional,
+            gpu_equiv=equiv,
         )
     except (TypeError, ValueError, AttributeError, KeyError) as exc:  # a field of an unexpected type
         raise _Reject(f"malformed Pod: {exc}") from exc
@@ -652,7 +814,7 @@ def _parse_job(item: _Item) -> _Job:
         status = _dict(obj.get("status"), "status")
         template = _dict(_dict(spec.get("template"), "spec.template").get("spec"), "spec.template.spec")
         has_template = bool(template.get("containers"))
-        gpu, cpu = _pod_resources(template) if has_template else (0, None)
+        gpu, cpu, equiv = _pod_resources(template) if has_template else (0, None, Decimal(0))
         parallelism = _count(spec.get("parallelism"), "spec.parallelism", default=1)
         completions = _count(spec.get("completions"), "spec.completions", default=parallelism)
         width = max(1, min(parallelism, completions))
@@ -673,6 +835,7 @@ def _parse_job(item: _Item) -> _Job:
             meta=meta,
             template_gpu=gpu,
             template_cpu=cpu,
+            template_equiv=equiv,
             has_template=has_template,
             width=width,
             start=_ts(status.get("startTime"), "status.startTime"),
@@ -734,42 +897,76 @@ def _loose_keys(obj: dict) -> list[tuple]:
 # --- resources -----------------------------------------------------------------------------
 
 
-def _pod_resources(spec: dict) -> tuple[int, Decimal | None]:
-    """GPU devices and cpu cores a pod (spec) holds, as the scheduler counts requests."""
-    app_gpu, app_cpu = 0, None
-    init_gpu, init_cpu = 0, None
+def _pod_resources(spec: dict) -> tuple[int, Decimal | None, Decimal]:
+    """GPU devices, cpu cores and GPU-equivalents (physical GPUs, see :func:`_gpu_equivalent`) a
+    pod (spec) holds, as the scheduler counts requests."""
+    app_gpu, app_cpu, app_equiv = 0, None, Decimal(0)
+    init_gpu, init_cpu, init_equiv = 0, None, Decimal(0)
     for index, container in enumerate(_list(spec.get("containers"), "spec.containers")):
-        gpu, cpu = _container_resources(container, f"containers[{index}]")
+        gpu, cpu, equiv = _container_resources(container, f"containers[{index}]")
         app_gpu += gpu
         app_cpu = _add(app_cpu, cpu)
+        app_equiv += equiv
     for index, container in enumerate(_list(spec.get("initContainers"), "spec.initContainers")):
-        gpu, cpu = _container_resources(container, f"initContainers[{index}]")
+        gpu, cpu, equiv = _container_resources(container, f"initContainers[{index}]")
         if isinstance(container, dict) and container.get("restartPolicy") == "Always":  # a sidecar
             app_gpu += gpu
             app_cpu = _add(app_cpu, cpu)
+            app_equiv += equiv
         else:
             init_gpu = max(init_gpu, gpu)
             init_cpu = cpu if init_cpu is None else max(init_cpu, cpu or 0)
+            init_equiv = max(init_equiv, equiv)
     cpu_total = app_cpu if init_cpu is None else max(app_cpu or Decimal(0), init_cpu)
-    return max(app_gpu, init_gpu), cpu_total
+    return max(app_gpu, init_gpu), cpu_total, max(app_equiv, init_equiv)
 
 
-def _container_resources(container: Any, where: str) -> tuple[int, Decimal | None]:
+def _container_resources(container: Any, where: str) -> tuple[int, Decimal | None, Decimal]:
     container = _dict(container, where)
     resources = _dict(container.get("resources"), f"{where}.resources")
+    return _resource_list(resources, where)
+
+
+def _resource_list(resources: dict, where: str) -> tuple[int, Decimal | None, Decimal]:
+    """(GPU devices, cpu cores, GPU-equivalents) of one ResourceRequirements."""
     requests = _dict(resources.get("requests"), f"{where}.resources.requests")
     limits = _dict(resources.get("limits"), f"{where}.resources.limits")
-    gpu, cpu = 0, None
-    for name in sorted(set(requests) | set(limits)):
-        value = requests[name] if name in requests else limits[name]
+    merged = {**limits, **requests}  # requests, falling back to limits
+    gpu, cpu, equiv = 0, None, Decimal(0)
+    for name in sorted(merged):
+        value = merged[name]
         if name in GPU_RESOURCES or name.startswith(GPU_RESOURCE_PREFIXES):
             amount = _quantity(value, f"{where} {name}")
             if amount != amount.to_integral_value():
                 raise _Reject(f"bad quantity {name}={value!r} in {where}: GPUs are whole devices")
             gpu += int(amount)
+            equiv += int(amount) * _gpu_equivalent(name, merged, where)
         elif name == "cpu":
             cpu = _quantity(value, f"{where} cpu")
-    return gpu, cpu
+    return gpu, cpu, equiv
+
+
+def _gpu_equivalent(name: str, resources: dict, where: str) -> Decimal:
+    """How much of a physical GPU one device of resource ``name`` is.
+
+    - ``nvidia.com/mig-<g>g.<mem>``: g compute slices of 7 (A100, H100, H200, B200), or of 4 on
+      an A30 (profiles 1g.6gb, 2g.12gb, 4g.24gb): ``mig-3g.40gb`` = 3/7.
+    - HAMi ``nvidia.com/vgpu``: the share of the card's cores it is limited to,
+      ``nvidia.com/gpucores`` (percent), else ``nvidia.com/gpumem-percentage``; without either,
+      HAMi sets no compute limit and the vGPU may use the whole card: 1.
+    - every other GPU resource is a whole GPU: 1.
+    """
+    match = _MIG_PROFILE.fullmatch(name)
+    if match:
+        slices = Decimal(4) if match.group(2) in _A30_PROFILES else Decimal(7)
+        return min(Decimal(match.group(1)) / slices, Decimal(1))
+    if name == "nvidia.com/vgpu":
+        for limit in ("nvidia.com/gpucores", "nvidia.com/gpumem-percentage"):
+            if limit in resources:
+                percent = _quantity(resources[limit], f"{where} {limit}")
+                if 0 < percent <= 100:
+                    return percent / Decimal(100)
+    return Decimal(1)
 
 
 def _quantity(value: Any, where: str) -> Decimal:
@@ -848,8 +1045,10 @@ def _row(group: _Group, cluster: str, source_file: str, classifier) -> dict[str,
         if job.has_template:
             gpu = job.template_gpu * job.width
             cpu = None if job.template_cpu is None else job.template_cpu * job.width
+            equiv = job.template_equiv * job.width
         else:
             gpu, cpu = _peak(pods, "gpu") or 0, _peak(pods, "cpu")
+            equiv = _peak(pods, "gpu_equiv") or Decimal(0)
         line = job.line
     else:
         if any(p.state == "RUNNING" for p in pods):
@@ -860,6 +1059,7 @@ def _row(group: _Group, cluster: str, source_file: str, classifier) -> dict[str,
         submit = min(p.meta.created for p in pods)
         start = min((p.start for p in pods if p.start), default=None)
         gpu, cpu = _peak(pods, "gpu") or 0, _peak(pods, "cpu")
+        equiv = _peak(pods, "gpu_equiv") or Decimal(0)
         line = min(p.line for p in pods)
 
     nodes = sorted({p.node for p in pods if p.node})
@@ -889,6 +1089,7 @@ def _row(group: _Group, cluster: str, source_file: str, classifier) -> dict[str,
         "start_time": start,
         "end_time": end if state != "RUNNING" else None,
         "gpu_num": gpu,
+        "gpu_share": _share(gpu, equiv),
         "cpu_num": None if cpu is None else math.ceil(cpu),
         "node_num": len(nodes) if nodes else None,
         "node_list": ",".join(nodes) if nodes else None,
@@ -896,6 +1097,157 @@ def _row(group: _Group, cluster: str, source_file: str, classifier) -> dict[str,
         "source": SOURCE,
         "source_file": source_file,
         "source_line": line,
+    }
+
+
+def _parse_object(item: _Item, present_uids: set) -> _Object:
+    """A Kubeflow training job (v1 ``*ReplicaSpecs``), TrainJob, JobSet or Kueue Workload.
+
+    Size: the sum over its pod templates of (replicas x pods per replica x the template's
+    resources): ``spec.<role>ReplicaSpecs.<role>.replicas``; TrainJob ``spec.trainer.numNodes`` x
+    ``resourcesPerNode``; JobSet ``replicatedJobs[].replicas`` x the Job's ``parallelism``;
+    Workload ``podSets[].count``. State from the conditions: Succeeded/Complete/Completed, or a
+    Kueue ``Finished`` with reason Succeeded -> COMPLETED; Failed (or ``Finished`` with another
+    reason) -> FAILED, TIMEOUT when the reason says DeadlineExceeded; being deleted -> CANCELLED;
+    Kueue ``Evicted`` by preemption while not finished -> PREEMPTED; running -> RUNNING; not started
+    yet (no Running/Admitted condition, no start time) -> skipped with a count, as sacct's PENDING.
+    A Kueue Workload takes its job's uid (``kueue.x-k8s.io/job-uid``) as ``job_id``, so it merges
+    with the job's own record; it is skipped when that job is in the input.
+    """
+    obj = item.obj
+    kind = obj.get("kind")
+    try:
+        meta = _meta(obj)
+        spec = _dict(obj.get("spec"), "spec")
+        status = _dict(obj.get("status"), "status")
+        job_id = meta.uid
+        if kind == "Workload":
+            owner_uid = meta.labels.get("kueue.x-k8s.io/job-uid") or next(
+                (o.get("uid") for o in meta.owners if isinstance(o, dict) and o.get("controller")), None
+            )
+            if owner_uid and owner_uid in present_uids:
+                raise _Skip(SKIP_OWNED_WORKLOAD)
+            job_id = owner_uid or meta.uid
+        gpu, cpu, equiv = _object_resources(kind, spec)
+        conditions = {
+            c.get("type"): c
+            for c in _list(status.get("conditions"), "status.conditions")
+            if isinstance(c, dict) and str(c.get("status")) == "True"
+        }
+
+        def when(ctype: str) -> datetime | None:
+            c = conditions.get(ctype)
+            return (
+                _ts(c.get("lastTransitionTime"), f"status.conditions[{ctype}].lastTransitionTime")
+                if c
+                else None
+            )
+
+        start = _ts(status.get("startTime"), "status.startTime") or when("Running") or when("Admitted")
+        done = _ts(status.get("completionTime"), "status.completionTime")
+        state, end = None, None
+        for ctype in ("Succeeded", "Complete", "Completed", "Finished", "Failed"):
+            c = conditions.get(ctype)
+            if c is None:
+                continue
+            reason = str(c.get("reason") or "")
+            failed = ctype == "Failed" or (ctype == "Finished" and reason not in ("Succeeded", "JobFinished"))
+            if ctype == "Finished" and reason == "JobFinished":  # Kueue < 0.8 says it in the message
+                failed = "fail" in str(c.get("message") or "").lower()
+            state = ("TIMEOUT" if "DeadlineExceeded" in reason else "FAILED") if failed else "COMPLETED"
+            end = done or when(ctype)
+            break
+        if state is None:
+            if meta.deleted is not None:
+                state, end = "CANCELLED", meta.deleted
+            elif "Evicted" in conditions and "Preempted" in str(conditions["Evicted"].get("reason")):
+                state, end = "PREEMPTED", when("Evicted")
+            elif start is not None or "Running" in conditions:
+                state = "RUNNING"
+            else:
+                raise _Skip(SKIP_NOT_ADMITTED)
+        return _Object(item.line, str(kind), meta, job_id, state, start, end, gpu, cpu, equiv)
+    except (TypeError, ValueError, AttributeError, KeyError) as exc:
+        raise _Reject(f"malformed {kind}: {exc}") from exc
+
+
+def _object_resources(kind: str, spec: dict) -> tuple[int, Decimal | None, Decimal]:
+    """(GPU devices, cpu cores, GPU-equivalents) a workload object asks for in all."""
+    parts: list[tuple[int, dict]] = []  # (pods, pod spec)
+    if kind == "Workload":
+        for index, pod_set in enumerate(_list(spec.get("podSets"), "spec.podSets")):
+            pod_set = _dict(pod_set, f"spec.podSets[{index}]")
+            template = _dict(pod_set.get("template"), f"spec.podSets[{index}].template")
+            parts.append(
+                (
+                    _count(pod_set.get("count"), "podSets.count", default=1),
+                    _dict(template.get("spec"), "template.spec"),
+                )
+            )
+    elif kind == "JobSet":
+        for index, replicated in enumerate(_list(spec.get("replicatedJobs"), "spec.replicatedJobs")):
+            replicated = _dict(replicated, f"spec.replicatedJobs[{index}]")
+            job_spec = _dict(_dict(replicated.get("template"), "template").get("spec"), "template.spec")
+            pod_spec = _dict(
+                _dict(job_spec.get("template"), "template.spec.template").get("spec"), "pod spec"
+            )
+            replicas = _count(replicated.get("replicas"), "replicatedJobs.replicas", default=1)
+            parallelism = _count(job_spec.get("parallelism"), "parallelism", default=1)
+            parts.append((replicas * parallelism, pod_spec))
+    elif kind == "TrainJob":
+        trainer = _dict(spec.get("trainer"), "spec.trainer")
+        nodes = _count(trainer.get("numNodes"), "spec.trainer.numNodes", default=1)
+        gpu, cpu, equiv = _resource_list(
+            _dict(trainer.get("resourcesPerNode"), "resourcesPerNode"), "spec.trainer"
+        )
+        return gpu * nodes, None if cpu is None else cpu * nodes, equiv * nodes
+    else:  # Kubeflow v1: spec.pytorchReplicaSpecs / tfReplicaSpecs / mpiReplicaSpecs / ...
+        for key, roles in spec.items():
+            if not key.endswith("ReplicaSpecs"):
+                continue
+            for role, replica in _dict(roles, f"spec.{key}").items():
+                replica = _dict(replica, f"spec.{key}.{role}")
+                template = _dict(replica.get("template"), f"spec.{key}.{role}.template")
+                parts.append(
+                    (
+                        _count(replica.get("replicas"), f"{role}.replicas", default=1),
+                        _dict(template.get("spec"), "template.spec"),
+                    )
+                )
+    gpu, cpu, equiv = 0, None, Decimal(0)
+    for pods, pod_spec in parts:
+        g, c, e = _pod_resources(pod_spec)
+        gpu += pods * g
+        cpu = _add(cpu, None if c is None else c * pods)
+        equiv += pods * e
+    return gpu, cpu, equiv
+
+
+def _object_row(obj: _Object, cluster: str, source_file: str, classifier) -> dict[str, Any]:
+    meta = obj.meta
+    user = next(
+        (src[key] for src in (meta.labels, meta.annotations) for key in USER_KEYS if src.get(key)),
+        meta.namespace,
+    )
+    return {
+        "cluster": cluster,
+        "job_id": obj.job_id or f"{meta.namespace}/{meta.name}",
+        "job_name": meta.name,
+        "user": user,
+        "job_type": classifier.classify(meta.name, meta.namespace, meta.labels, obj.gpu),
+        "state": obj.state,
+        "submit_time": meta.created,
+        "start_time": obj.start,
+        "end_time": obj.end if obj.state != "RUNNING" else None,
+        "gpu_num": obj.gpu,
+        "gpu_share": _share(obj.gpu, obj.equiv),
+        "cpu_num": None if obj.cpu is None else math.ceil(obj.cpu),
+        "node_num": None,
+        "node_list": None,
+        "exit_code": None,
+        "source": SOURCE,
+        "source_file": source_file,
+        "source_line": obj.line,
     }
 
 
@@ -923,6 +1275,11 @@ def _job_state(job: _Job, pods: list[_Pod]) -> tuple[str, datetime | None]:
 
 
 # --- small helpers -------------------------------------------------------------------------
+
+
+def _share(gpu: int, equiv: Decimal) -> float | None:
+    """``gpu_share``: the physical GPUs held when that is not the device count, else null."""
+    return None if equiv == gpu else round(float(equiv), 6)
 
 
 def _key(uid: str | None, namespace: str, family: str, name: str) -> tuple:

@@ -6,9 +6,13 @@ Input
 line, or header-less (``--noheader``) with the field list given as ``fields`` (the CLI's
 ``--fields``; ``%width`` suffixes are ignored, names are case-insensitive). ``--parsable``
 output (a trailing '|' on every line) is accepted too, and so is another ``--delimiter``
-(``delimiter=``). When a header is present it wins over ``fields`` (a note says so if they
-differ). Required fields: JobID, State, Submit; a header or field list without them raises
-:class:`SchemaDriftError` naming the missing ones. Empty input raises ``InputError("empty")``;
+(``delimiter=``, any string). When a header is present it wins over ``fields`` (a note says so
+if they differ); a header written as a comment (``#jobid|state…``) is read as one. Required
+fields: JobID, State and a time (Start, End or Submit; in practice Start and End, or one of them
+with Elapsed); a header or field list without them raises :class:`SchemaDriftError` naming the
+missing ones and where to add them. Without Submit, submit and queue times are null (a note
+says so); without End, End = Start + Elapsed for jobs that ended; without Start,
+Start = End − Elapsed. Empty input raises ``InputError("empty")``;
 no header and no ``fields`` raises :class:`InputError`. A header with no data lines is valid
 (sacct prints it when nothing matched) and gives zero jobs.
 
@@ -24,7 +28,7 @@ empty (NodeList — the ``extern`` step first, as it spans every node of the all
 ExitCode — the ``batch`` step first —, TRES, NCPUS). Array tasks (``123_4``) and
 heterogeneous components (``123+0``, ``123+1``) are jobs of their own, ``job_id`` is sacct's
 JobID as printed. A not-yet-expanded array range (``123_[5-9]``, ``123_[3-4%2]``) is one
-record (rejected if PENDING, see below; e.g. a CANCELLED range is one CANCELLED job).
+record (skipped if PENDING, see below; e.g. a CANCELLED range is one CANCELLED job).
 
 A step whose job line is absent from the input (a cut or filtered extract) is **rejected**
 ("orphan step"), not promoted to a job: a step lacks the job's user, partition, allocation
@@ -33,7 +37,9 @@ would invent a record. Step lines are not records of their own (``rows_in`` coun
 folding, plus lines that could not be folded: malformed lines and orphan steps).
 
 A JobID seen twice (``--duplicates``, or concatenated extracts) keeps the *later* line, which
-is the newer record in sacct's order; the earlier one is rejected as superseded.
+is the newer record in sacct's order; the earlier one is skipped and counted
+(``ParseResult.skipped``), not rejected: it is an older record, not a defect. Lines starting
+with ``#`` are comments, skipped and counted too.
 
 States
 ------
@@ -45,8 +51,8 @@ PREEMPTED, TIMEOUT, NODE_FAIL, OUT_OF_MEMORY, RUNNING are kept. Outside that voc
 - COMPLETING, CONFIGURING, RESIZING, SUSPENDED, STOPPED, SIGNALING, STAGE_OUT, REQUEUED,
   REQUEUE_FED, REQUEUE_HOLD -> RUNNING: the job was allocated and has not reached an end
   state; a later extract supersedes it (``schema.state_rank``: terminal beats RUNNING).
-- PENDING -> rejected with the reason "has not started": a pending job has no outcome and no
-  start yet; it arrives in a later extract once it runs or ends. :func:`sacct_command` asks
+- PENDING -> skipped and counted (``SKIP_PENDING``), not rejected: a pending job has no outcome
+  and no start yet; it arrives in a later extract once it runs or ends. :func:`sacct_command` asks
   sacct for non-pending states only (``--state``), so live extracts carry none.
 - Any other state is **kept as printed** (first word, upper case) in ``state`` with a null
   ``state_group``, so the validation step's in-set check quarantines it and it is visible
@@ -61,7 +67,8 @@ cluster's IANA time zone, default UTC) and converted to UTC. A time that carries
 A wall-clock time in the repeated hour when ``tz`` leaves summer time is ambiguous: it is read
 as summer time, and one in the skipped spring hour is shifted forward; a note counts either.
 Elapsed (``1-02:03:04``, ``02:03:04``, ``03:04.123``; or ElapsedRaw seconds) is kept as
-``source_duration_s``. A job line without a Submit time is rejected (the record's time key).
+``source_duration_s``. A job that ended with ``End=Unknown`` gets End = Start + Elapsed (noted).
+A job line with no time at all (Submit, Start and End empty) is rejected.
 
 Resources
 ---------
@@ -173,7 +180,13 @@ DEFAULT_FIELDS: tuple[str, ...] = (
     "ExitCode",
 )
 
-REQUIRED_FIELDS: tuple[str, ...] = ("JobID", "State", "Submit")
+REQUIRED_FIELDS: tuple[str, ...] = ("JobID", "State")
+# At least one of these places a job in time (Submit is optional: without it the queue time is
+# unknown). End is derived from Start + Elapsed, or Start from End − Elapsed, when absent.
+TIME_FIELDS: tuple[str, ...] = ("Start", "End", "Submit")
+SKIP_PENDING = "pending (has not started; a later extract carries the job once it runs)"
+SKIP_SUPERSEDED = "superseded by a later line of the same job (sacct --duplicates or concatenated extracts)"
+SKIP_COMMENT = "comment line (starts with #)"
 
 # sacct --state for the live window: every state except PENDING (PD). With -S/-E, sacct
 # selects the jobs that were in one of these states during the window: jobs that ran, ended
@@ -494,7 +507,14 @@ def _parse(
     if not delimiter:
         raise ConfigError("sacct delimiter must not be empty")
     zone_name = _zone(tz).key
-    first = next(((no, raw, long) for no, raw, long in read_lines() if raw.strip()), None)
+    first = next(
+        (
+            (no, raw.lstrip().lstrip("#") if raw.lstrip()[:1] == "#" else raw, long)
+            for no, raw, long in read_lines()
+            if raw.strip() and not (raw.lstrip()[:1] == "#" and not _commented_header(raw, delimiter))
+        ),
+        None,
+    )  # the header, or the first data line; comment lines before it are not records
     if first is None:
         if fields is None:  # sacct --parsable2 prints its header even for an idle day
             raise InputError(
@@ -511,14 +531,18 @@ def _parse(
     header, header_consumed, from_header = _header(
         first[0], first_line, fields, delimiter, source_file, notes
     )
-    data_from = first[0] + 1 if header_consumed else first[0]
+    # without a header, data (and comment lines, counted as skipped) start at the first line that is not blank
+    first_text = next((no for no, raw, _ in read_lines() if raw.strip()), first[0])
+    data_from = first[0] + 1 if header_consumed else min(first[0], first_text)
     names = [_field_key(f) for f in header]
     missing = _missing_required(header)
     if missing:
         what = "header line" if from_header else "field list"
+        flag = "sacct --format" if from_header else "--fields (or clusters.yaml jobs.fields)"
         raise SchemaDriftError(
             source_file,
-            f"the {what} lacks the required field(s) {', '.join(missing)} (it has: {', '.join(header)})",
+            f"the {what} lacks the required field(s) {', '.join(missing)} (it has: {', '.join(header)}); "
+            f"add them to {flag}",
         )
     col: dict[str, int] = {}
     for i, key in enumerate(names):
@@ -541,6 +565,8 @@ def _parse(
         split only as far as the JobID (it is split whole when built)."""
         if too_long:
             return "", "", long_line_reason(too_long, len(raw.encode()), max_line_bytes)
+        if raw[:1] == "#" or raw.lstrip()[:1] == "#":
+            return "", "", SKIP_COMMENT
         if one_char:
             count = raw.count(delimiter) + 1
             trailing = count == n_trailing and raw.endswith(delimiter)
@@ -589,6 +615,7 @@ def _parse(
     import pandas as pd
 
     rejects: list[dict[str, Any]] = []
+    skipped: dict[str, int] = {}
     rows_in = 0
     bad_utf8_lines = [0, 0]  # how many, the first
     time_notes: dict[tuple[str, str], int] = {}
@@ -611,7 +638,7 @@ def _parse(
             job.steps += [(step, raw) for line_no, step, raw in far_steps.pop(base, ()) if line_no > job.line]
             job.steps += [(step, raw) for _, step, raw in early_steps.get(base, ())]
         frame, job_rejects = _build_jobs(
-            jobs, split, col, cluster, source_file, zone_name, classifier, time_notes
+            jobs, split, col, cluster, source_file, zone_name, classifier, time_notes, skipped
         )
         rejects.extend(job_rejects)
         batches += 1
@@ -628,18 +655,16 @@ def _parse(
         base, step, problem = classify(raw, too_long)
         if problem:
             rows_in += 1
-            reject(line_no, problem, raw)
+            if problem == SKIP_COMMENT:
+                skipped[SKIP_COMMENT] = skipped.get(SKIP_COMMENT, 0) + 1
+            else:
+                reject(line_no, problem, raw)
             continue
         last = last_line.get(base)
         if not step:
             rows_in += 1
-            if line_no != last:
-                reject(
-                    line_no,
-                    f"superseded: job {base} appears again at line {next_line[line_no]} (sacct --duplicates "
-                    "or concatenated extracts); the later line wins",
-                    raw,
-                )
+            if line_no != last:  # the later line of a job id wins; this one is an older record
+                skipped[SKIP_SUPERSEDED] = skipped.get(SKIP_SUPERSEDED, 0) + 1
                 continue
             window[base] = _Job(line_no, raw)
             if len(window) >= BUILD_CHUNK_JOBS:
@@ -667,10 +692,25 @@ def _parse(
         )
     if "alloctres" not in col and "reqtres" not in col:
         notes.append("no AllocTRES/ReqTRES field: gpu_num is null and job types assume no GPUs")
+    if "submit" not in col:
+        notes.append(
+            "no Submit field: submit and queue times are unknown (null) and these jobs are left out of "
+            "queueing statistics; jobs are filed under their Start (else End) day"
+        )
+    if "user" not in col:
+        notes.append("no User field: user is null")
+    if "end" not in col and ("elapsed" in col or "elapsedraw" in col):
+        notes.append("no End field: End = Start + Elapsed for jobs that ended")
+    elif "start" not in col and ("elapsed" in col or "elapsedraw" in col):
+        notes.append("no Start field: Start = End − Elapsed")
+    for reason, count in sorted(skipped.items()):
+        notes.append(f"{count} skipped: {reason}")
     notes += _time_notes(time_notes, zone_name)
     rejects.sort(key=lambda r: r["source_line"])
     if on_jobs is not None:
-        return ParseSummary(rejects=rejects_frame(rejects), rows_in=rows_in, rows_ok=rows_ok, notes=notes)
+        return ParseSummary(
+            rejects=rejects_frame(rejects), rows_in=rows_in, rows_ok=rows_ok, notes=notes, skipped=skipped
+        )
 
     frame = frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
     if first_line_of:  # a job id seen twice keeps the place of its first line
@@ -682,7 +722,9 @@ def _parse(
         ]
         order = np.argsort(np.asarray(first_lines, dtype=np.int64), kind="stable")
         frame = frame.iloc[order].reset_index(drop=True)
-    return ParseResult(jobs=frame, rejects=rejects_frame(rejects), rows_in=rows_in, notes=notes)
+    return ParseResult(
+        jobs=frame, rejects=rejects_frame(rejects), rows_in=rows_in, notes=notes, skipped=skipped
+    )
 
 
 def _header(
@@ -717,6 +759,12 @@ def _header(
     return given, False, False
 
 
+def _commented_header(raw: str, delimiter: str) -> bool:
+    """Whether a line starting with '#' is a header written as a comment (``#jobid<TAB>state…``)."""
+    tokens = raw.lstrip().lstrip("#").rstrip("\r").split(delimiter)
+    return len(tokens) > 1 and _looks_like_header([t.strip() for t in tokens if t.strip()])
+
+
 def _looks_like_header(tokens: list[str]) -> bool:
     keys = {_field_key(t) for t in tokens}
     return ("jobid" in keys or "jobidraw" in keys) and all(_FIELD_NAME_RE.fullmatch(t) for t in tokens)
@@ -728,7 +776,10 @@ def _field_key(name: str) -> str:
 
 def _missing_required(names: Sequence[str]) -> list[str]:
     have = {_field_key(n) for n in names}
-    return [r for r in REQUIRED_FIELDS if r.lower() not in have]
+    missing = [r for r in REQUIRED_FIELDS if r.lower() not in have]
+    if not have & {t.lower() for t in TIME_FIELDS}:
+        missing.append("Start and End (or Start with Elapsed)")
+    return missing
 
 
 def _zone(tz: str) -> ZoneInfo:
@@ -764,10 +815,12 @@ def _build_jobs(
     zone_name: str,
     classifier: JobTypeClassifier,
     time_notes: dict[tuple[str, str], int],
+    skipped: dict[str, int],
 ) -> tuple[pd.DataFrame, list[dict[str, Any]]]:
     """Canonical frame of the job lines that parse, and rejects for those that do not.
 
-    ``split`` gives a line's fields; ``time_notes`` counts times in a change of UTC offset.
+    ``split`` gives a line's fields; ``time_notes`` counts times in a change of UTC offset;
+    ``skipped`` counts job lines that are not job records (PENDING).
     """
     import numpy as np
     import pandas as pd
@@ -780,14 +833,30 @@ def _build_jobs(
 
     raw_submit, raw_start, raw_end = column("submit"), column("start"), column("end")
     submit, submit_bad = _parse_times(raw_submit, zone_name, time_notes, "submit")
-    submit_null = np.isnat(submit)
     start, start_bad = _parse_times(raw_start, zone_name, time_notes, "start")
     end, end_bad = _parse_times(raw_end, zone_name, time_notes, "end")
     elapsed_field = "Elapsed" if "elapsed" in col else "ElapsedRaw"
     raw_elapsed = column(elapsed_field.lower())
     elapsed = _cached(raw_elapsed, _parse_elapsed if elapsed_field == "Elapsed" else _parse_elapsed_raw)
-
     states = _cached(column("state"), _canonical_state)
+    if "elapsed" in col or "elapsedraw" in col:
+        # End = Start + Elapsed for a job that ended without an End (the field is not in the
+        # export, or sacct prints Unknown: a cancelled job whose end slurmdbd never recorded);
+        # Start = End − Elapsed when the export has End but no Start.
+        ended = np.array([st[0] not in (None, "RUNNING", "PENDING") for st in states], dtype=bool)
+        no_end = ended & np.isnat(end) & ~np.isnat(start) & ~end_bad
+        no_start = np.isnat(start) & ~np.isnat(end) & ("start" not in col)
+        if no_end.any() or no_start.any():
+            seconds = np.array([np.nan if e[0] is None else e[0] for e in elapsed], dtype="float64")
+            delta = (seconds * 1e6).astype("timedelta64[us]")  # NaN becomes NaT
+            end = np.where(no_end, start + delta, end)
+            start = np.where(no_start, end - delta, start)
+            if "end" in col and no_end.any():
+                time_notes[("end", "from_elapsed")] = time_notes.get(("end", "from_elapsed"), 0) + int(
+                    (no_end & ~np.isnat(end)).sum()
+                )
+    no_time = np.isnat(submit) & np.isnat(start) & np.isnat(end)
+
     nnodes = _cached(column("nnodes"), lambda v: _parse_count(v, "NNodes"))
     ncpus = _cached(column("ncpus"), lambda v: _parse_count(v, "NCPUS"))
     exits = _cached(column("exitcode"), _parse_exit)
@@ -806,6 +875,9 @@ def _build_jobs(
 
     for k, (job_id, job) in enumerate(items):
         state, state_error = states[k]
+        if state == "PENDING":
+            skipped[SKIP_PENDING] = skipped.get(SKIP_PENDING, 0) + 1
+            continue
         node_num, nodes_error = nnodes[k]
         cpu_num, cpus_error = ncpus[k]
         exit_code, exit_error = exits[k]
@@ -820,7 +892,7 @@ def _build_jobs(
         if (
             state_error
             or submit_bad[k]
-            or submit_null[k]
+            or (no_time[k] and not (start_bad[k] or end_bad[k]))
             or start_bad[k]
             or end_bad[k]
             or elapsed_error
@@ -833,8 +905,10 @@ def _build_jobs(
             errors = [e for e in (state_error,) if e]
             if submit_bad[k]:
                 errors.append(f"unparseable Submit {raw_submit[k]!r}")
-            elif submit_null[k]:
-                errors.append(f"no submit time (Submit={raw_submit[k]!r})")
+            elif no_time[k] and not (start_bad[k] or end_bad[k]):
+                errors.append(
+                    f"no time at all (Submit={raw_submit[k]!r}, Start={raw_start[k]!r}, End={raw_end[k]!r})"
+                )
             if start_bad[k]:
                 errors.append(f"unparseable Start {raw_start[k]!r}")
             if end_bad[k]:
@@ -893,7 +967,7 @@ def _build_jobs(
     rows = np.asarray(keep, dtype=np.int64)
     for name, values in (("submit_time", submit), ("start_time", start), ("end_time", end)):
         out[name] = pd.Series(values[rows]).dt.tz_localize("UTC")
-    for name in ("state_group", "queue_s", "run_s", "gpu_time", "source_gpu_time"):
+    for name in ("state_group", "queue_s", "run_s", "gpu_share", "gpu_time", "source_gpu_time"):
         out[name] = [None] * n
     frame = pd.DataFrame({name: out[name] for name in JOB_COLUMNS})
     return finish_jobs_frame(frame), rejects
@@ -1024,10 +1098,7 @@ def _canonical_state(text: str | None) -> tuple[str | None, str | None]:
     if not word:
         return None, "empty State"
     if word in _PENDING_STATES:
-        return None, (
-            f"state {text.strip()!r}: the job has not started; pending jobs are not job records "
-            "(a later extract carries the job once it runs or ends)"
-        )
+        return "PENDING", None  # skipped with a count by the caller: not a job record yet
     return _STATE_MAP.get(word, word), None
 
 
@@ -1134,6 +1205,11 @@ def _parse_times(
 def _time_notes(time_notes: dict[tuple[str, str], int], zone_name: str) -> list[str]:
     """The notes for times in a change of UTC offset, per field (Submit, Start, End) in turn."""
     notes = []
+    if time_notes.get(("end", "from_elapsed")):
+        notes.append(
+            f"{time_notes[('end', 'from_elapsed')]} ended job(s) without an End time (End=Unknown): "
+            "End = Start + Elapsed"
+        )
     for field in ("submit", "start", "end"):
         if time_notes.get((field, "repeated")):
             notes.append(

@@ -88,7 +88,9 @@ def test_sacct_parser_accounts_for_every_record(text):
         return
     event("parsed")
     # ParseResult itself checks rows_in == jobs + rejects + skipped; check it again here, visibly.
-    assert result.rows_in == len(result.jobs) + len(result.rejects) + result.skipped_other_days
+    assert result.rows_in == (
+        len(result.jobs) + len(result.rejects) + result.skipped_other_days + sum(result.skipped.values())
+    )
     assert_rejects_located(result.rejects, "fuzz.sacct")
     assert result.jobs["job_id"].notna().all()
 
@@ -104,7 +106,9 @@ def test_sacct_parser_on_binary_garbage(data):
         event("refused whole with InputError")
         return
     event("parsed")
-    assert result.rows_in == len(result.jobs) + len(result.rejects) + result.skipped_other_days
+    assert result.rows_in == (
+        len(result.jobs) + len(result.rejects) + result.skipped_other_days + sum(result.skipped.values())
+    )
 
 
 # --------------------------------------------------------------------------- Kubernetes
@@ -198,7 +202,9 @@ def test_kubernetes_parser_accounts_for_every_record(text):
         event("refused whole with InputError")
         return
     event("parsed")
-    assert result.rows_in == len(result.jobs) + len(result.rejects) + result.skipped_other_days
+    assert result.rows_in == (
+        len(result.jobs) + len(result.rejects) + result.skipped_other_days + sum(result.skipped.values())
+    )
     assert_rejects_located(result.rejects, "fuzz.json")
 
 
@@ -212,7 +218,7 @@ def test_kubernetes_parser_on_deeply_nested_json():
     except InputError as error:
         assert "deep.json" in str(error)
     else:
-        assert result.rows_in == len(result.jobs) + len(result.rejects)
+        assert result.rows_in == len(result.jobs) + len(result.rejects) + sum(result.skipped.values())
         assert len(result.jobs) == 0
 
 
@@ -273,7 +279,9 @@ def test_acmetrace_parser_accounts_for_every_row(text, tmp_path_factory):
     event("parsed")
     data_rows = sum(1 for line in text.split("\n")[1:] if line not in ("", "\r"))  # blank lines are no rows
     assert result.rows_in == data_rows
-    assert result.rows_in == len(result.jobs) + len(result.rejects) + result.skipped_other_days
+    assert result.rows_in == (
+        len(result.jobs) + len(result.rejects) + result.skipped_other_days + sum(result.skipped.values())
+    )
     assert_rejects_located(result.rejects, "fuzz.csv")
 
 
