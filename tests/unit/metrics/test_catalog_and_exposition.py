@@ -110,7 +110,8 @@ def test_malformed_lines_become_rejects_with_line_and_reason(catalog):
         13: "line does not start with a metric name",
         14: "TYPE line needs a metric name and one of counter, gauge, gaugehistogram, histogram, info, "
         "stateset, summary, unknown, untyped",
-        15: "no label gives the node of DCGM_FI_DEV_GPU_TEMP (looked for Hostname, hostname, kubernetes_node, node, instance)",
+        15: "no label gives the node of DCGM_FI_DEV_GPU_TEMP (looked for Hostname, hostname, kubernetes_node, "
+        "node, instance; for a scrape of one host give its name with --node)",
         16: "scrape_time is neither RFC 3339 nor epoch seconds",
     }
     assert result.help["DCGM_FI_DEV_GPU_UTIL"] == "GPU utilization (in %).\nsecond line \\ backslash"

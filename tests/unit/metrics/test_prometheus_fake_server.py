@@ -7,6 +7,7 @@ time out, "status":"error" bodies). The test against a real Prometheus is an int
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 from datetime import date
@@ -86,13 +87,16 @@ def matrix(series: list[tuple[dict, list]]) -> tuple[int, dict]:
 
 
 def echo_matrix(path, params):
-    """A matrix answering the asked window with one GPU, value = minutes since midnight."""
+    """A matrix answering the asked window with one GPU of the first host the query's shard asks
+    for (n1 when unsharded), value = minutes since midnight."""
     start, end, step = float(params["start"]), float(params["end"]), float(params["step"])
     values, t = [], start
     while t <= end:
         values.append([t, str((t - START) // 60)])
         t += step
-    return matrix([({"Hostname": "n1", "gpu": "0", "UUID": "GPU-1"}, values)])
+    shard = re.search(r'Hostname=~"([^"|]+)', params.get("query", ""))
+    host = shard.group(1) if shard else "n1"
+    return matrix([({"Hostname": host, "gpu": "0", "UUID": "GPU-1"}, values)])
 
 
 def client(fake, **kwargs):
