@@ -22,6 +22,8 @@ from acme.metrics.prometheus import (
     fetch_day,
     matrix_to_samples,
     plan_windows,
+    query_matchers,
+    query_names,
     render_query,
     shard_selectors,
 )
@@ -205,3 +207,53 @@ def test_a_day_is_split_by_points_and_sharded_by_series(fake, catalog):
     )
     # the fake answers one series per query: every window's points once, no overlap between windows
     assert len(samples) == 6 * 2000 - 2 * (3 * 2000 - 5760) and len(set(samples.ts_ms.tolist())) == 5760
+
+
+def test_an_answer_of_another_metric_fails_naming_the_query(fake, catalog):
+    # The failure of issue 14: a server answering every query with the matrix of one metric.
+    fake.default = matrix(
+        [({"__name__": "DCGM_FI_DEV_FB_USED", "Hostname": "n1", "gpu": "0"}, [[START, "1"]])]
+    )
+    c, _ = client(fake)
+    with pytest.raises(PrometheusQueryError) as raised:
+        fetch_day(c, catalog, date(2023, 7, 1), step_s=3600, metrics=["gpu_util"])
+    message = str(raised.value)
+    assert (
+        "'DCGM_FI_DEV_GPU_UTIL'" in message
+        and "series 1 is DCGM_FI_DEV_FB_USED, not DCGM_FI_DEV_GPU_UTIL" in message
+    )
+    assert len(fake.requests) == 1, "a wrong answer is not retried"
+
+
+def test_wrong_result_type_foreign_labels_and_points_outside_the_window_fail(fake):
+    c, _ = client(fake)
+    vector = {"status": "success", "data": {"resultType": "vector", "result": []}}
+    fake.script = [(200, vector)]
+    with pytest.raises(PrometheusQueryError, match="expected a matrix result, got vector"):
+        c.query_range("DCGM_FI_DEV_GPU_UTIL", START, START + 60, 15)
+    fake.script = [matrix([({"Hostname": "n9", "gpu": "0"}, [[START, "1"]])])]
+    with pytest.raises(PrometheusQueryError, match="has Hostname='n9', the query asks Hostname=~'n1\\|n2'"):
+        c.query_range('DCGM_FI_DEV_GPU_UTIL{Hostname=~"n1|n2"}', START, START + 60, 15)
+    fake.script = [matrix([({"Hostname": "n1", "gpu": "0"}, [[START + 7200, "1"]])])]
+    with pytest.raises(PrometheusQueryError, match="outside the asked"):
+        c.query_range("DCGM_FI_DEV_GPU_UTIL", START, START + 60, 15)
+    fake.script = [(200, {"status": "success", "data": {"resultType": "matrix", "result": []}})]
+    with pytest.raises(PrometheusQueryError, match="expected a vector result, got matrix"):
+        c.query_instant("DCGM_FI_DEV_GPU_UTIL", START)
+
+
+def test_the_metric_names_and_matchers_of_the_catalogs_queries():
+    assert query_names("max without (err_code, err_msg) (DCGM_FI_DEV_XID_ERRORS)") == {
+        "DCGM_FI_DEV_XID_ERRORS"
+    }
+    assert query_names('100 * (1 - avg by (instance) (rate(node_cpu_seconds_total{mode="idle"}[1m])))') == {
+        "node_cpu_seconds_total"
+    }
+    assert query_names("100 * (1 - node_memory_MemAvailable_bytes / node_memory_MemTotal_bytes)") == {
+        "node_memory_MemAvailable_bytes",
+        "node_memory_MemTotal_bytes",
+    }
+    assert query_matchers('X{Hostname=~"a\\\\.b|c",mode!="idle"}') == [
+        ("Hostname", "=~", "a\\.b|c"),
+        ("mode", "!=", "idle"),
+    ]
