@@ -65,6 +65,7 @@ def test_real_dcgm_exporter_page(catalog):
         "fb_used",
         "gpu_energy",
         "tensor_active",
+        "gr_engine_active",
     }
     assert result.skipped_metrics["DCGM_FI_DEV_SM_CLOCK"] == 1
     power = result.samples["gpu_power"]
