@@ -41,7 +41,7 @@ Artifacts keyed by the input (replaced by a re-run)::
 from __future__ import annotations
 
 import hashlib
-from datetime import date
+from datetime import date, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -405,11 +405,12 @@ def _read_exporter_text(uri, day, catalog, metrics, summary, options):
     if not names and summary["skipped_metrics"]:
         raise InputError(uri, _no_catalog_metric(summary["skipped_metrics"]))
     if day is not None and names:
-        stamps = np.concatenate([r.samples[m].ts_ms for r in results for m in r.samples])
-        days = np.unique(stamps // DAY_MS)
-        wanted = (day - date(1970, 1, 1)).days
-        if wanted not in days:
-            found = ", ".join(str(date.fromordinal(date(1970, 1, 1).toordinal() + int(d))) for d in days[:3])
+        start = (day - date(1970, 1, 1)).days * DAY_MS
+        arrays = [r.samples[m].ts_ms for r in results for m in r.samples]
+        if not any(np.any((ts >= start) & (ts < start + DAY_MS)) for ts in arrays):
+            first = date(1970, 1, 1) + timedelta(milliseconds=min(int(ts.min()) for ts in arrays))
+            last = date(1970, 1, 1) + timedelta(milliseconds=max(int(ts.max()) for ts in arrays))
+            found = str(first) if first == last else f"{first} to {last}"
             sources = ", ".join(f"{k}: {v}" for k, v in summary["time_sources"].items())
             raise InputError(
                 uri,
