@@ -199,7 +199,7 @@ def _ingest_metric(
     min_cov,
     snapshot=False,
 ) -> dict[str, Any]:
-    from acme.metrics.storage import publish_snapshot, split_by_day
+    from acme.metrics.storage import publish_snapshot, snapshot_key, split_by_day
     from acme.metrics.validate import check_thresholds, validate_samples
 
     outcome = validate_samples(
@@ -229,6 +229,11 @@ def _ingest_metric(
             result["partitions"].append(publish_snapshot(lake, spec, cluster, part_day, part, key, source))
         else:
             result["partitions"].append(_publish(lake, spec, cluster, part_day, part, source))
+    if snapshot:  # a re-run with another --scrape-time replaces the snapshot it dated elsewhere
+        written = {snapshot_key(spec.name, cluster, d, key) for d in by_day}
+        for stale in lake.list(f"metrics_snapshots/metric={spec.name}/cluster={cluster}"):
+            if stale.endswith(f"/{key}.parquet") and stale not in written:
+                lake.delete_prefix(stale)
     result["samples"] = sum(p["samples"] for p in result["partitions"]) if snapshot else len(outcome.accepted)
     result["series"] = report["series"]
     return result
