@@ -271,14 +271,13 @@ def _parse_lines(
         options.default_time_ms,
         options.default_node,
     )
-    # the time of a sample without its own: fixed by the flag, else the last comment, else these
-    fallback = (
-        (flag_time, "--scrape-time")
-        if flag_time is not None
-        else (file_time, "file name")
-        if file_time is not None
-        else (default_time, options.default_source)
-    )
+    # the time of a sample without its own: the flag, else the last comment, else the first of these
+    candidates = [
+        (flag_time, "--scrape-time"),
+        (file_time, "file name"),
+        (default_time, options.default_source),
+    ]
+    fallback = next((c for c in candidates if c[0] is not None), (None, ""))
     time_counts: dict[str, int] = {}
     samples_in = 0
     scrape_time: int | None = None
