@@ -148,7 +148,8 @@ def ingest_metrics_file(
     summary["validation"] = lake.write_json(
         f"validation/metrics/cluster={cluster}/date={report_day or 'undated'}/{key}.json",
         {"input": input, "format": fmt, "cluster": cluster, "day": day, "metrics": reports,
-         "notes": summary["notes"], "skipped_metrics": summary["skipped_metrics"]},
+         "notes": summary["notes"], "skipped_metrics": summary["skipped_metrics"], "mode": summary["mode"],
+         "time_sources": summary["time_sources"]},
     )  # fmt: skip
     if not reports:
         summary["notes"].append(f"{input}: no samples of any catalog metric")
