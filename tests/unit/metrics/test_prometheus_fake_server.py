@@ -12,6 +12,7 @@ import threading
 import time
 from datetime import date
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from urllib.parse import parse_qs, urlparse
 
 import pytest
@@ -29,6 +30,7 @@ from acme.metrics.prometheus import (
 )
 
 START = 1_688_169_600  # 2023-07-01T00:00:00Z
+FIELD_API = Path(__file__).resolve().parents[2] / "fixtures" / "field" / "metrics" / "api"
 
 
 class FakePrometheus:
@@ -257,3 +259,20 @@ def test_the_metric_names_and_matchers_of_the_catalogs_queries():
         ("Hostname", "=~", "a\\.b|c"),
         ("mode", "!=", "idle"),
     ]
+
+
+def test_a_recorded_real_answer_served_to_the_live_client_is_checked_against_each_query(fake, catalog):
+    # The instant vector UpCloud's Prometheus gave for DCGM_FI_DEV_GPU_TEMP (field corpus), served
+    # for every query: right for gpu_temp, refused naming the query for any other metric.
+    recorded = FIELD_API / "instant_vector_gpu_temp_l40s_upcloud.json"
+    fake.default = (200, json.loads(recorded.read_text()))
+    c, _ = client(fake)
+    at = 1775721747.082
+    series = c.query_instant("DCGM_FI_DEV_GPU_TEMP", at)
+    assert [s["metric"]["Hostname"] for s in series] == ["gpu1-wl8sg"] and series[0]["value"][1] == "32"
+    with pytest.raises(
+        PrometheusQueryError, match=r"'DCGM_FI_DEV_FB_USED'.*series 1 is DCGM_FI_DEV_GPU_TEMP"
+    ):
+        c.query_instant("DCGM_FI_DEV_FB_USED", at)
+    with pytest.raises(PrometheusQueryError, match="outside the asked"):
+        c.query_instant("DCGM_FI_DEV_GPU_TEMP", at + 3600)  # an answer for another time
