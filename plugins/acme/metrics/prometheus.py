@@ -256,7 +256,7 @@ def check_answer(
     if not isinstance(result, list):
         return f"the {result_type} result is a {type(result).__name__}, not a list of series"
     names = query_names(query) if query else set()
-    matchers = query_matchers(query) if query else []
+    matchers = [(label, op, value, _matcher(op, value)) for label, op, value in query_matchers(query or "")]
     slack = max(step_s, 1.0)
     for number, item in enumerate(result, start=1):
         labels = item.get("metric") if isinstance(item, dict) else None
@@ -273,32 +273,47 @@ def check_answer(
                 f"the answer does not belong to the query: series {number} is {name}, "
                 f"not {' or '.join(sorted(names))}"
             )
-        for label, op, value in matchers:
-            if label == "__name__" or label not in labels:
-                continue
-            actual = labels[label]
-            ok = {
-                "=": actual == value,
-                "!=": actual != value,
-                "=~": re.fullmatch(value, actual) is not None,
-                "!~": re.fullmatch(value, actual) is None,
-            }[op]
-            if not ok:
+        for label, op, value, accepts in matchers:
+            if label != "__name__" and label in labels and not accepts(labels[label]):
                 return (
-                    f"the answer does not belong to the query: series {number} has {label}={actual!r}, "
+                    f"the answer does not belong to the query: series {number} has {label}={labels[label]!r}, "
                     f"the query asks {label}{op}{value!r}"
                 )
         if window is not None:
             for point in points[:1] + points[-1:]:  # Prometheus returns a series' points in time order
-                if not isinstance(point, list | tuple) or len(point) != 2:
+                t = _point_time(point)
+                if t is None:
                     return f"series {number} has a point that is not [time, value]: {str(point)[:60]}"
-                t = float(point[0])
                 if t < window[0] - slack or t > window[1] + slack:
                     return (
                         f"series {number} has a point at {_iso(t)}, outside the asked "
                         f"[{_iso(window[0])}, {_iso(window[1])}]"
                     )
     return None
+
+
+def _matcher(op: str, value: str) -> Callable[[str], bool]:
+    """Whether a label value satisfies ``label <op> "value"`` (a regex Python cannot read accepts all)."""
+    if op == "=":
+        return lambda actual: actual == value
+    if op == "!=":
+        return lambda actual: actual != value
+    try:
+        pattern = re.compile(value)
+    except re.error:  # PromQL regexes are RE2; the few Python lacks are not checked
+        return lambda actual: True
+    if op == "=~":
+        return lambda actual: pattern.fullmatch(actual) is not None
+    return lambda actual: pattern.fullmatch(actual) is None
+
+
+def _point_time(point: Any) -> float | None:
+    if not isinstance(point, list | tuple) or len(point) != 2:
+        return None
+    try:
+        return float(point[0])
+    except (TypeError, ValueError):
+        return None
 
 
 def vector_to_matrix(result: list[dict]) -> list[dict]:
