@@ -23,7 +23,7 @@ DEFAULT_LABELS = {
     "uuid": ("UUID", "uuid"),
     "model": ("modelName",),
     # every one present is part of a series' identity (MIG instances and vGPU shares of one GPU)
-    "instance": ("GPU_I_PROFILE", "GPU_I_ID", "vdeviceid", "vdevice_index"),
+    "gpu_instance": ("GPU_I_PROFILE", "GPU_I_ID", "vdeviceid", "vdevice_index"),
 }
 
 

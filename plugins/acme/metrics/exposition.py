@@ -439,7 +439,7 @@ def series_key(labels: dict[str, str], spec: MetricSpec, default_node: str | Non
     gpu = int(gpu_text) if gpu_text is not None and gpu_text.isdigit() else None
     if not spec.per_gpu:
         return (node, None, None, None, None)
-    parts = [f"{label}={labels[label]}" for label in spec.labels.get("instance", ()) if labels.get(label)]
+    parts = [f"{label}={labels[label]}" for label in spec.labels.get("gpu_instance", ()) if labels.get(label)]
     return (node, gpu, first("uuid"), first("model"), "/".join(parts) if parts else None)
 
 

@@ -2,7 +2,7 @@
 
 The canonical long form of a sample is ``(cluster, metric, node, gpu, uuid, timestamp, value,
 unit)`` (``gpu`` and ``uuid`` null for node-level metrics). In memory a metric's samples are a
-:class:`Samples`: a small table of series (node, gpu, uuid, model, instance) and three long arrays
+:class:`Samples`: a small table of series (node, gpu, uuid, model, gpu_instance) and three long arrays
 (series id, epoch milliseconds, value), so that tens of millions of samples never become
 Python objects or string columns. ``Samples.to_frame`` gives the long form as a DataFrame.
 
@@ -15,9 +15,9 @@ Layout (one file per metric, cluster and UTC day; cluster and metric are Hive pa
 
 Encoding of ``samples.parquet`` (what keeps a sample at about one byte; see the benchmark):
 
-- rows sorted by (node, gpu, uuid, instance, timestamp), so series keys are long runs: ``node``,
-  ``uuid``, ``instance``, ``model`` and ``unit`` are dictionary-encoded strings and ``gpu`` a
-  dictionary-encoded int16, each run costing a few bytes per page. ``instance`` names a MIG or
+- rows sorted by (node, gpu, uuid, gpu_instance, timestamp), so series keys are long runs: ``node``,
+  ``uuid``, ``gpu_instance``, ``model`` and ``unit`` are dictionary-encoded strings and ``gpu`` a
+  dictionary-encoded int16, each run costing a few bytes per page. ``gpu_instance`` names a MIG or
   vGPU instance of the GPU (``GPU_I_PROFILE=1g.6gb/GPU_I_ID=3``; null for a whole GPU): several
   instances share their GPU's index and UUID, so it is part of a series' identity;
 - ``timestamp`` (ms, UTC) with DELTA_BINARY_PACKED: a regular 15 s series has constant deltas,
@@ -55,18 +55,17 @@ if TYPE_CHECKING:
     from acme.lake import Lake
 
 DAY_MS = 86_400_000
-SERIES_COLUMNS = ("node", "gpu", "uuid", "model", "instance")
-IDENTITY = ("node", "gpu", "uuid", "instance")  # what makes two samples the same series
+SERIES_COLUMNS = ("node", "gpu", "uuid", "model", "gpu_instance")  # all but model: a series' identity
 ROLLUP_WIDTH_S = 300
 
 
 @dataclass
 class Samples:
-    """One metric's samples: ``series`` (node, gpu, uuid, model, instance; row i is series i) and arrays.
+    """One metric's samples: ``series`` (node, gpu, uuid, model, gpu_instance; row i is series i) and arrays.
 
     ``series_id`` (int32), ``ts_ms`` (int64, epoch ms UTC) and ``value`` (float64) have one entry
     per sample. ``is_sorted`` says the arrays are sorted by (series, time) and the series table
-    by (node, gpu, uuid, instance), which :func:`canonicalize` ensures.
+    by (node, gpu, uuid, gpu_instance), which :func:`canonicalize` ensures.
     """
 
     metric: str
@@ -111,8 +110,8 @@ class Samples:
 
 
 def series_frame(rows: list[tuple] | None = None, **columns) -> pd.DataFrame:
-    """A series table from (node, gpu, uuid, model[, instance]) tuples or from columns; gpu -1/None =
-    node-level, instance None = the whole GPU."""
+    """A series table from (node, gpu, uuid, model[, gpu_instance]) tuples or from columns; gpu
+    -1/None = node-level, gpu_instance None = the whole GPU."""
     import numpy as np
     import pandas as pd
 
@@ -124,7 +123,7 @@ def series_frame(rows: list[tuple] | None = None, **columns) -> pd.DataFrame:
     gpu = pd.to_numeric(frame["gpu"], errors="coerce").astype("float64").to_numpy()
     frame["gpu"] = pd.array(np.where(np.isnan(gpu) | (gpu < 0), np.nan, gpu), dtype="float64").astype("Int16")
     frame["node"] = frame["node"].astype("str")
-    for name in ("uuid", "model", "instance"):
+    for name in ("uuid", "model", "gpu_instance"):
         frame[name] = frame[name].astype("object").where(frame[name].notna(), None)
     return frame.reset_index(drop=True)
 
@@ -138,7 +137,7 @@ def empty_samples(metric: str) -> Samples:
 
 
 def canonicalize(samples: Samples) -> Samples:
-    """Series ordered by (node, gpu, uuid, instance), samples by (series, time); stable for equal keys."""
+    """Series ordered by (node, gpu, uuid, gpu_instance), samples by (series, time); stable for equal keys."""
     import numpy as np
 
     if samples.is_sorted:
@@ -146,7 +145,7 @@ def canonicalize(samples: Samples) -> Samples:
     series = samples.series
     order = np.lexsort(
         (
-            series["instance"].fillna("").to_numpy(dtype=str),
+            series["gpu_instance"].fillna("").to_numpy(dtype=str),
             series["uuid"].fillna("").to_numpy(dtype=str),
             series["gpu"].fillna(-1).to_numpy(dtype=np.int64),
             series["node"].to_numpy(dtype=str),
@@ -172,7 +171,7 @@ def canonicalize(samples: Samples) -> Samples:
 
 
 def concat_samples(parts: list[Samples]) -> Samples:
-    """One Samples from several of the same metric (series tables united by (node, gpu, uuid, instance))."""
+    """One Samples from several of the same metric (series tables united by (node, gpu, uuid, gpu_instance))."""
     import numpy as np
     import pandas as pd
 
@@ -188,7 +187,7 @@ def concat_samples(parts: list[Samples]) -> Samples:
         + "\x1f"
         + series_all["uuid"].fillna("").astype(str)
         + "\x1f"
-        + series_all["instance"].fillna("").astype(str)
+        + series_all["gpu_instance"].fillna("").astype(str)
     )
     codes, uniques = pd.factorize(key)
     first = pd.Series(np.arange(len(codes))).groupby(codes).first().to_numpy()
@@ -248,7 +247,7 @@ def samples_table(samples: Samples, spec: MetricSpec) -> pa.Table:
             "node": dictionary("node"),
             "gpu": _gpu_array(series).take(sid),
             "uuid": dictionary("uuid"),
-            "instance": dictionary("instance"),
+            "gpu_instance": dictionary("gpu_instance"),
             "model": dictionary("model"),
             "timestamp": pa.array(samples.ts_ms, pa.timestamp("ms", tz="UTC")),
             "value": stored_values(samples.value, spec),
@@ -332,7 +331,7 @@ def encode_parquet(table: pa.Table, spec: MetricSpec, metadata: dict[str, str] |
         buffer,
         compression="zstd",
         compression_level=3,
-        use_dictionary=["node", "gpu", "uuid", "instance", "model", "unit"],
+        use_dictionary=["node", "gpu", "uuid", "gpu_instance", "model", "unit"],
         column_encoding={"timestamp": "DELTA_BINARY_PACKED", "value": "DELTA_BINARY_PACKED"},
         store_decimal_as_integer=True,
         row_group_size=4 * 1024 * 1024,
@@ -352,8 +351,9 @@ def samples_from_table(metric: str, table: pa.Table) -> Samples:
     n = table.num_rows
     if n == 0:
         return empty_samples(metric)
-    present = [name for name in SERIES_COLUMNS if name in table.column_names]  # partitions before
-    keys = pa.table(  # the instance column have none: every series is a whole GPU
+    # partitions written before the gpu_instance column lack it: every series there is a whole GPU
+    present = [name for name in SERIES_COLUMNS if name in table.column_names]
+    keys = pa.table(
         {name: table[name].cast(pa.string()) if name != "gpu" else table[name] for name in present}
     )
     gpu = keys["gpu"].fill_null(-1).to_numpy()
@@ -361,7 +361,7 @@ def samples_from_table(metric: str, table: pa.Table) -> Samples:
     uuid = keys["uuid"].fill_null("").to_numpy(zero_copy_only=False)
     change = np.ones(n, dtype=bool)
     change[1:] = (node[1:] != node[:-1]) | (gpu[1:] != gpu[:-1]) | (uuid[1:] != uuid[:-1])
-    instance_column = keys["instance"] if "instance" in present else None
+    instance_column = keys["gpu_instance"] if "gpu_instance" in present else None
     if instance_column is not None and instance_column.null_count < n:
         instance = instance_column.fill_null("").to_numpy(zero_copy_only=False)
         change[1:] |= instance[1:] != instance[:-1]
@@ -371,7 +371,7 @@ def samples_from_table(metric: str, table: pa.Table) -> Samples:
         gpu=gpu[starts],
         uuid=pd.Series(keys["uuid"].take(pa.array(starts)).to_pylist()),
         model=pd.Series(keys["model"].take(pa.array(starts)).to_pylist()),
-        instance=None
+        gpu_instance=None
         if instance_column is None
         else pd.Series(instance_column.take(pa.array(starts)).to_pylist()),
     )
@@ -414,7 +414,7 @@ def rollup_5m(samples: Samples, day: date, width_s: int = ROLLUP_WIDTH_S) -> pa.
             "node": dictionary("node"),
             "gpu": _gpu_array(series).take(sid),
             "uuid": dictionary("uuid"),
-            "instance": dictionary("instance"),
+            "gpu_instance": dictionary("gpu_instance"),
             "bucket_start": pa.array(start + bucket[starts] * width_s * 1000, pa.int64()).cast(
                 pa.timestamp("ms", tz="UTC")
             ),

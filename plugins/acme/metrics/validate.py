@@ -271,7 +271,7 @@ def _device_names(samples: Samples) -> list[str]:
     return [
         (node if gpu < 0 else f"{node}/gpu{gpu}") + (f"/{instance}" if instance else "")
         for node, gpu, instance in zip(
-            series["node"].tolist(), gpus, series["instance"].tolist(), strict=True
+            series["node"].tolist(), gpus, series["gpu_instance"].tolist(), strict=True
         )
     ]
 

@@ -198,7 +198,7 @@ DCGM_FI_DEV_FB_USED{gpu="1",UUID="GPU-b",Hostname="n1",vdeviceid="1"} 50
 """
     result = parse_exposition(page, catalog, default_time_ms=DAY_START_MS)
     fb = result.samples["fb_used"]
-    assert fb.series["instance"].tolist() == [
+    assert fb.series["gpu_instance"].tolist() == [
         "GPU_I_PROFILE=1g.6gb/GPU_I_ID=3", "GPU_I_PROFILE=1g.6gb/GPU_I_ID=4", None, "vdeviceid=0", "vdeviceid=1",
     ]  # fmt: skip
     assert fb.series_id.tolist() == [0, 1, 2, 3, 4] and fb.value.tolist() == [10, 20, 30, 40, 50]

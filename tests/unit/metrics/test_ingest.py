@@ -133,7 +133,9 @@ def test_a_snapshot_is_stored_apart_without_a_coverage_check_and_a_rerun_replace
     assert again["samples"] == 6 and lake.list("metrics_snapshots") == stored
     assert lake.read_bytes(stored[0]) == first
     back = read_snapshots(lake, "gpu_temp", "a30", date(2024, 4, 1))
-    assert back.n_series == 6 and back.series["instance"].notna().all() and set(back.value.tolist()) == {35}
+    assert (
+        back.n_series == 6 and back.series["gpu_instance"].notna().all() and set(back.value.tolist()) == {35}
+    )
     corrected = ingest_metrics_file(
         lake, "exporter-text", "a30", page, snapshot=True, scrape_time="2024-04-02T12:00:00Z"
     )  # the operator got the time wrong: the re-run replaces the snapshot it had dated on the 1st

@@ -163,12 +163,12 @@ def test_instances_round_trip_and_partitions_written_before_them_still_read(cata
     )  # fmt: skip
     table = samples_table(samples, spec)
     back = samples_from_table("fb_used", table)
-    assert back.series["instance"].tolist() == ["GPU_I_ID=3", "GPU_I_ID=4"]
+    assert back.series["gpu_instance"].tolist() == ["GPU_I_ID=3", "GPU_I_ID=4"]
     assert back.value.tolist() == [1.0, 3.0, 2.0, 4.0]
     whole_gpus = samples_table(
         Samples("fb_used", series_frame([("n1", 0, "GPU-a", None), ("n1", 1, "GPU-b", None)]),
                 np.array([0, 1], np.int32), np.array([0, 0], np.int64), np.array([5.0, 6.0])),
         spec,
-    ).drop_columns(["instance"])  # fmt: skip
+    ).drop_columns(["gpu_instance"])  # fmt: skip
     old = samples_from_table("fb_used", whole_gpus)
-    assert old.n_series == 2 and old.series["instance"].isna().all() and old.value.tolist() == [5.0, 6.0]
+    assert old.n_series == 2 and old.series["gpu_instance"].isna().all() and old.value.tolist() == [5.0, 6.0]
