@@ -16,12 +16,13 @@ sample, in order of precedence:
 How many samples took their time from each is counted in ``time_sources`` (the ingest summary
 shows it). A sample with no time from any of these (text without a file) is rejected.
 
-A sample's series is (node, gpu, uuid, instance), from the labels the catalog maps (see
+A sample's series is (node, gpu, uuid, gpu_instance), from the labels the catalog maps (see
 :func:`series_key`); a sample without a node label takes ``default_node`` (``--node``, for a
-scrape taken at one host's exporter) or is rejected saying so. What is parsed: ``# HELP`` (with ``\\\\`` and
-``\\n`` escapes) and ``# TYPE`` lines, other comments ignored; label values with ``\\"``, ``\\\\`` and
-``\\n`` escapes; values as floats including ``NaN``, ``+Inf``, ``-Inf`` (kept: validation quarantines
-them with a reason). A malformed line (bad metric name, unterminated label set, unparseable value
+scrape taken at one host's exporter) or is rejected saying so.
+
+What is parsed: ``# HELP`` (with ``\\\\`` and ``\\n`` escapes) and ``# TYPE`` lines, other
+comments ignored; label values with ``\\"``, ``\\\\`` and ``\\n`` escapes; values as floats
+including ``NaN``, ``+Inf``, ``-Inf`` (kept: validation quarantines them with a reason). A malformed line (bad metric name, unterminated label set, unparseable value
 or timestamp, invalid TYPE) becomes a reject with its line number and the reason; parsing never
 stops on one. Samples of metrics that are not in the catalog are counted per name and skipped.
 """
@@ -148,9 +149,6 @@ def time_from_file_name(name: str) -> int | None:
         moment = datetime.strptime(match.group(1), "%Y%m%dT%H%M%SZ").replace(tzinfo=UTC)
         return round(moment.timestamp() * 1000)
     return int(match.group(2)) * 1000
-
-
-TIME_SOURCES = ("sample timestamp", "--scrape-time", "# scrape_time comment", "file name", "file mtime")
 
 
 @dataclass(frozen=True)
