@@ -22,9 +22,9 @@ scrape taken at one host's exporter) or is rejected saying so.
 
 What is parsed: ``# HELP`` (with ``\\\\`` and ``\\n`` escapes) and ``# TYPE`` lines, other
 comments ignored; label values with ``\\"``, ``\\\\`` and ``\\n`` escapes; values as floats
-including ``NaN``, ``+Inf``, ``-Inf`` (kept: validation quarantines them with a reason). A malformed line (bad metric name, unterminated label set, unparseable value
-or timestamp, invalid TYPE) becomes a reject with its line number and the reason; parsing never
-stops on one. Samples of metrics that are not in the catalog are counted per name and skipped.
+including ``NaN``, ``+Inf``, ``-Inf`` (kept: validation quarantines them with a reason). A
+malformed line (bad metric name, unterminated label set, unparseable value or timestamp, invalid
+TYPE) becomes a reject with its line number and the reason; parsing never stops on one. Samples of metrics that are not in the catalog are counted per name and skipped.
 """
 
 from __future__ import annotations
