@@ -263,7 +263,12 @@ def _publish(lake, spec, cluster, day, samples, source):
 def _read_input(fmt, uri, day, catalog, metrics, step_s, session, client_options, summary, options):
     """Yield (metric, samples, parse rejects) one metric at a time."""
     if fmt == "prometheus":
-        yield from _read_prometheus(uri, day, catalog, metrics, step_s, session, client_options, options)
+        for name, samples, rejects in _read_prometheus(
+            uri, day, catalog, metrics, step_s, session, client_options, options
+        ):
+            sources = summary["time_sources"]
+            sources["sample timestamp"] = sources.get("sample timestamp", 0) + len(samples)
+            yield name, samples, rejects
     elif fmt == "prometheus-json":
         yield from _read_saved_answer(uri, day, catalog, metrics, summary, options)
     elif fmt == "exporter-text":
@@ -369,9 +374,8 @@ def _read_saved_answer(uri, day, catalog, metrics, summary, options):
         samples = matrix_to_samples(groups[name], spec, options["node"])
         if not options["metric"]:
             samples.value = samples.value * spec.scale  # raw exporter values, as in a scrape
-        summary["time_sources"]["sample timestamp"] = summary["time_sources"].get(
-            "sample timestamp", 0
-        ) + len(samples)
+        sources = summary["time_sources"]
+        sources["sample timestamp"] = sources.get("sample timestamp", 0) + len(samples)
         yield name, samples, None
 
 

@@ -217,3 +217,4 @@ def test_a_prometheus_snapshot_is_an_instant_query_at_the_scrape_time(tmp_path):
     path, params = server.requests[-1]
     assert path == "/api/v1/query" and params["time"] == str(START + 600)
     assert summary["samples"] == 1 and read_snapshots(lake, "gpu_util", "c", DAY).value.tolist() == [88]
+    assert summary["time_sources"] == {"sample timestamp": 1}
