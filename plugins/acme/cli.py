@@ -74,12 +74,30 @@ def build_parser() -> argparse.ArgumentParser:
     metrics = commands.add_parser(
         "ingest-metrics", help="parse, validate, store and roll up one day of telemetry"
     )
-    metrics.add_argument("--format", required=True, choices=["prometheus", "exporter-text", "acmetrace-csv"])
+    metrics.add_argument(
+        "--format", required=True, choices=["prometheus", "prometheus-json", "exporter-text", "acmetrace-csv"]
+    )
     metrics.add_argument("--cluster", required=True)
-    metrics.add_argument("--input", required=True, help="file, folder of wide CSVs, or Prometheus base URL")
+    metrics.add_argument(
+        "--input", required=True,
+        help="scrape file or folder, saved Prometheus API answer, folder of wide CSVs, or Prometheus base URL",
+    )  # fmt: skip
     metrics.add_argument("--lake", required=True)
-    metrics.add_argument("--day", type=_day, help="the UTC day (required for prometheus)")
+    metrics.add_argument("--day", type=_day, help="the UTC day (required for a daily prometheus ingest)")
     metrics.add_argument("--step", type=int, default=15, help="scrape step in seconds")
+    metrics.add_argument(
+        "--snapshot", action="store_true",
+        help="one-off scrapes or instant queries: stored as snapshots, no daily coverage check",
+    )  # fmt: skip
+    metrics.add_argument(
+        "--scrape-time",
+        help="when samples without a timestamp were scraped (RFC 3339 or epoch s); the time of a "
+        "prometheus snapshot",
+    )
+    metrics.add_argument("--node", help="the host of samples without a node label (a scrape of one host)")
+    metrics.add_argument(
+        "--metric", help="the catalog metric of saved-answer series without __name__ (prometheus-json)"
+    )
     metrics.set_defaults(handler=_ingest_metrics)
 
     synth_metrics = commands.add_parser("synth-metrics", help="write synthetic DCGM/node/IPMI telemetry")
@@ -235,8 +253,9 @@ def _ingest_metrics(args: argparse.Namespace) -> dict:
     from acme.metrics.ingest import ingest_metrics_file
 
     return ingest_metrics_file(
-        open_lake(args.lake), args.format, args.cluster, args.input, args.day, step_s=args.step
-    )
+        open_lake(args.lake), args.format, args.cluster, args.input, args.day, step_s=args.step,
+        snapshot=args.snapshot, scrape_time=args.scrape_time, node=args.node, metric=args.metric,
+    )  # fmt: skip
 
 
 def _synth_metrics(args: argparse.Namespace) -> dict:

@@ -13,15 +13,16 @@ import shutil
 import signal
 import subprocess
 import time
+import urllib.parse
 import urllib.request
-from datetime import date
+from datetime import UTC, date, datetime
 from pathlib import Path
 
 import pytest
 
 from acme.lake import Lake
 from acme.metrics.ingest import ingest_metrics_file
-from acme.metrics.storage import read_samples
+from acme.metrics.storage import read_samples, read_snapshots
 from acme.metrics.synth import write_synth_metrics
 from tests.integration.conftest import free_port
 
@@ -142,3 +143,42 @@ def test_the_nightly_metrics_dag_pulls_a_day_from_prometheus(prometheus, airflow
     assert {"metric=gpu_util", "metric=sm_active", "metric=node_cpu_util", "metric=server_power"} <= set(
         stored
     )
+
+
+def test_a_snapshot_is_an_instant_query_of_real_prometheus(prometheus, tmp_path):
+    lake = Lake(str(tmp_path / "lake"))
+    summary = ingest_metrics_file(
+        lake, "prometheus", "seren", prometheus["url"], snapshot=True, scrape_time="2023-07-01T12:00:00Z"
+    )
+    assert summary["mode"] == "snapshot" and summary["quarantined"] == 0
+    assert {"gpu_util", "gpu_temp", "server_power"} <= set(summary["metrics"])
+    assert lake.list("metrics") == [] and lake.list("metrics_snapshots")
+    noon_ms = int(datetime(2023, 7, 1, 12, tzinfo=UTC).timestamp() * 1000)
+    expected = source_series(prometheus["openmetrics"], "DCGM_FI_DEV_GPU_UTIL", "3")[noon_ms]
+    frame = read_snapshots(lake, "gpu_util", "seren", DAY).to_frame("seren", "%")
+    gpu3 = frame[frame["gpu"] == 3]
+    assert gpu3["value"].tolist() == [expected]
+    assert [t.timestamp() * 1000 for t in gpu3["timestamp"]] == [noon_ms]
+
+
+def test_a_saved_real_answer_ingests_like_the_live_query_and_sharded_answers_pass_the_checks(
+    prometheus, tmp_path
+):
+    start = int(datetime(2023, 7, 1, tzinfo=UTC).timestamp())
+    query = urllib.parse.urlencode(
+        {"query": "DCGM_FI_DEV_GPU_TEMP", "start": start, "end": start + 86400 - 15, "step": 15}
+    )
+    with urllib.request.urlopen(f"{prometheus['url']}/api/v1/query_range?{query}", timeout=60) as response:
+        saved = tmp_path / "gpu_temp_day.json"
+        saved.write_bytes(response.read())
+    from_file = Lake(str(tmp_path / "from_file"))
+    summary = ingest_metrics_file(from_file, "prometheus-json", "seren", str(saved), DAY)
+    live = Lake(str(tmp_path / "live"))
+    sharded = ingest_metrics_file(
+        live, "prometheus", "seren", prometheus["url"], DAY, metrics=["gpu_temp"],
+        client_options={"max_series_per_query": 4},  # queries carry Hostname=~"..." shard matchers
+    )  # fmt: skip
+    assert summary["samples"] == sharded["samples"] == 8 * 5760
+    file_frame = read_samples(from_file, "gpu_temp", "seren", DAY).to_frame("seren", "°C")
+    live_frame = read_samples(live, "gpu_temp", "seren", DAY).to_frame("seren", "°C")
+    assert file_frame.equals(live_frame)

@@ -22,6 +22,8 @@ DEFAULT_LABELS = {
     "gpu": ("gpu",),
     "uuid": ("UUID", "uuid"),
     "model": ("modelName",),
+    # every one present is part of a series' identity (MIG instances and vGPU shares of one GPU)
+    "gpu_instance": ("GPU_I_PROFILE", "GPU_I_ID", "vdeviceid", "vdevice_index"),
 }
 
 
@@ -125,7 +127,7 @@ def _load(path: str) -> Catalog:
         raise ConfigError(f"metric catalog {path}: cannot read: {exc}") from exc
     except yaml.YAMLError as exc:
         raise ConfigError(f"metric catalog {path}: not valid YAML: {exc}") from exc
-    labels = {k: tuple(v) for k, v in (document.get("labels") or DEFAULT_LABELS).items()}
+    labels = {**DEFAULT_LABELS, **{k: tuple(v) for k, v in (document.get("labels") or {}).items()}}
     memory = dict((document.get("devices") or {}).get("memory_mib") or {})
     default_memory = float(memory.pop("default", 81920))
     metrics = {}

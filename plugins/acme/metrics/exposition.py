@@ -5,19 +5,26 @@ sample, in order of precedence:
 
 1. the sample's own timestamp (``name{...} value 1688169615000``: milliseconds, as the
    Prometheus text format defines; in OpenMetrics mode, seconds);
-2. the last ``# scrape_time <time>`` comment before it, which this project writes in front of
+2. ``scrape_time_ms`` when the caller gives one (``--scrape-time``): the operator knows when;
+3. the last ``# scrape_time <time>`` comment before it, which this project writes in front of
    each page when scrapes are concatenated (``<time>``: RFC 3339 such as
    ``2023-07-01T00:00:15Z``, or epoch seconds);
-3. the time in the file name: ``...20230701T000015Z...`` (UTC) or a 10-digit epoch in seconds
+4. the time in the file name: ``...20230701T000015Z...`` (UTC) or a 10-digit epoch in seconds
    (``dcgm-1688169615.prom``);
-4. ``default_time`` if the caller gives one.
+5. ``default_time_ms``: for a file, its modification time (when ``curl`` wrote it).
 
-A sample with no time from any of these is rejected. What is parsed: ``# HELP`` (with ``\\\\`` and
-``\\n`` escapes) and ``# TYPE`` lines, other comments ignored; label values with ``\\"``, ``\\\\`` and
-``\\n`` escapes; values as floats including ``NaN``, ``+Inf``, ``-Inf`` (kept: validation quarantines
-them with a reason). A malformed line (bad metric name, unterminated label set, unparseable value
-or timestamp, invalid TYPE) becomes a reject with its line number and the reason; parsing never
-stops on one. Samples of metrics that are not in the catalog are counted per name and skipped.
+How many samples took their time from each is counted in ``time_sources`` (the ingest summary
+shows it). A sample with no time from any of these (text without a file) is rejected.
+
+A sample's series is (node, gpu, uuid, gpu_instance), from the labels the catalog maps (see
+:func:`series_key`); a sample without a node label takes ``default_node`` (``--node``, for a
+scrape taken at one host's exporter) or is rejected saying so.
+
+What is parsed: ``# HELP`` (with ``\\\\`` and ``\\n`` escapes) and ``# TYPE`` lines, other
+comments ignored; label values with ``\\"``, ``\\\\`` and ``\\n`` escapes; values as floats
+including ``NaN``, ``+Inf``, ``-Inf`` (kept: validation quarantines them with a reason). A
+malformed line (bad metric name, unterminated label set, unparseable value or timestamp, invalid
+TYPE) becomes a reject with its line number and the reason; parsing never stops on one. Samples of metrics that are not in the catalog are counted per name and skipped.
 """
 
 from __future__ import annotations
@@ -66,6 +73,8 @@ class ExpositionResult:
     types: dict[str, str] = field(default_factory=dict)
     skipped_metrics: dict[str, int] = field(default_factory=dict)  # not in the catalog: samples per name
     scrapes: int = 0
+    time_sources: dict[str, int] = field(default_factory=dict)  # where samples' times came from
+    samples_in: int = 0  # sample lines read (catalog or not, good or rejected)
 
 
 def unescape(text: str, quote: bool = True) -> str:
@@ -142,12 +151,24 @@ def time_from_file_name(name: str) -> int | None:
     return int(match.group(2)) * 1000
 
 
+@dataclass(frozen=True)
+class TimeOptions:
+    """Where samples without their own timestamp get a time, and the node of node-less samples."""
+
+    scrape_time_ms: int | None = None  # --scrape-time
+    default_time_ms: int | None = None  # the last resort (a file's mtime)
+    default_source: str = "file mtime"
+    default_node: str | None = None  # --node
+
+
 def parse_exposition(
     text: str,
     catalog: Catalog,
     *,
     source_file: str = "<text>",
     default_time_ms: int | None = None,
+    scrape_time_ms: int | None = None,
+    default_node: str | None = None,
     openmetrics: bool | None = None,
 ) -> ExpositionResult:
     """Parse exposition text into samples per catalog metric, plus rejects (see the module doc)."""
@@ -157,7 +178,8 @@ def parse_exposition(
     if lines and lines[-1] == "":
         lines.pop()
     numbered = ((number, line, 0) for number, line in enumerate(lines, start=1))
-    return _parse_lines(numbered, catalog, source_file, default_time_ms, openmetrics, 0)
+    options = TimeOptions(scrape_time_ms, default_time_ms, "default time", default_node)
+    return _parse_lines(numbered, catalog, source_file, options, openmetrics, 0)
 
 
 def parse_exposition_file(
@@ -166,6 +188,8 @@ def parse_exposition_file(
     *,
     source_file: str | None = None,
     default_time_ms: int | None = None,
+    scrape_time_ms: int | None = None,
+    default_node: str | None = None,
     openmetrics: bool | None = None,
     chunk_bytes: int | None = None,
     max_line_bytes: int | None = None,
@@ -173,10 +197,20 @@ def parse_exposition_file(
     """:func:`parse_exposition` of a file read ``chunk_bytes`` at a time (undecodable bytes
     replaced): the same result without the text in memory, only the samples (20 bytes each).
     A line above ``max_line_bytes`` (default ``acme.sources.base.MAX_LINE_BYTES``) is rejected
-    with its length, only its head read into memory."""
+    with its length, only its head read into memory. Without ``default_time_ms`` the file's
+    modification time is the last-resort time of its samples."""
+    import contextlib
+    import os
+
     from acme.sources import base
 
     name = source_file or str(path)
+    options = TimeOptions(scrape_time_ms, default_time_ms, "default time", default_node)
+    if default_time_ms is None:
+        with contextlib.suppress(OSError):  # open() below reports it
+            options = TimeOptions(
+                scrape_time_ms, round(os.stat(path).st_mtime * 1000), "file mtime", default_node
+            )
     chunk_bytes = chunk_bytes or base.CHUNK_BYTES
     max_line_bytes = max_line_bytes or base.MAX_LINE_BYTES
     try:
@@ -196,7 +230,7 @@ def parse_exposition_file(
             )
             for line in raw_lines
         )
-        return _parse_lines(numbered, catalog, name, default_time_ms, openmetrics, max_line_bytes)
+        return _parse_lines(numbered, catalog, name, options, openmetrics, max_line_bytes)
 
 
 def _ends_with_eof(handle: Any, block: int = 65536) -> bool:
@@ -217,7 +251,7 @@ def _parse_lines(
     lines: Iterator[tuple[int, str, int]],
     catalog: Catalog,
     source_file: str,
-    default_time_ms: int | None,
+    options: TimeOptions,
     openmetrics: bool,
     max_line_bytes: int,
 ) -> ExpositionResult:
@@ -230,6 +264,20 @@ def _parse_lines(
     ts_factor = 1000 if openmetrics else 1
     wanted = catalog.by_exporter_name()
     file_time = time_from_file_name(source_file)
+    flag_time, default_time, default_node = (
+        options.scrape_time_ms,
+        options.default_time_ms,
+        options.default_node,
+    )
+    # the time of a sample without its own: the flag, else the last comment, else the first of these
+    candidates = [
+        (flag_time, "--scrape-time"),
+        (file_time, "file name"),
+        (default_time, options.default_source),
+    ]
+    fallback = next((c for c in candidates if c[0] is not None), (None, ""))
+    time_counts: dict[str, int] = {}
+    samples_in = 0
     scrape_time: int | None = None
     scrapes = 0
     series: dict[str, dict[tuple, int]] = {}
@@ -295,6 +343,7 @@ def _parse_lines(
         if not match:
             reject(number, _why_malformed(line), raw)
             continue
+        samples_in += 1
         name, label_text, value_text, ts_text = match.groups()
         labels = parse_labels(label_text) if label_text else {}
         if labels is None:
@@ -310,16 +359,16 @@ def _parse_lines(
             except ValueError:
                 reject(number, f"timestamp {ts_text[:40]!r} is not a number", raw)
                 continue
+            source = "sample timestamp"
+        elif scrape_time is not None and flag_time is None:
+            ts, source = scrape_time, "# scrape_time comment"
         else:
-            ts = (
-                scrape_time
-                if scrape_time is not None
-                else (file_time if file_time is not None else default_time_ms)
-            )
+            ts, source = fallback
             if ts is None:
                 reject(
                     number,
-                    "no timestamp: none on the sample, no '# scrape_time' and none in the file name",
+                    "no timestamp: none on the sample, no --scrape-time, no '# scrape_time' and none "
+                    "in the file name",
                     raw,
                 )
                 continue
@@ -327,18 +376,16 @@ def _parse_lines(
         if spec is None:
             skipped[name] += 1
             continue
-        key = series_key(labels, spec)
+        key = series_key(labels, spec, default_node)
         if key is None:
-            reject(
-                number,
-                f"no label gives the node of {name} (looked for {', '.join(spec.labels['node'])})",
-                raw,
-            )
+            reject(number, no_node_reason(name, spec), raw)
             continue
+        time_counts[source] = time_counts.get(source, 0) + 1
         metric_series = series.setdefault(spec.name, {})
-        sid = metric_series.get(key[:3])
+        identity = (key[0], key[1], key[2], key[4])
+        sid = metric_series.get(identity)
         if sid is None:
-            sid = metric_series[key[:3]] = len(metric_series)
+            sid = metric_series[identity] = len(metric_series)
             series_rows.setdefault(spec.name, []).append(key)
         ids, stamps, values = columns.setdefault(spec.name, ([], [], []))
         ids.append(sid)
@@ -356,11 +403,24 @@ def _parse_lines(
             series_frame(series_rows[metric]),
             *(np.concatenate([p[i] for p in parts]) for i in range(3)),
         )
-    return ExpositionResult(samples, rejects_frame(rejects), count, helps, types, dict(skipped), scrapes)
+    return ExpositionResult(
+        samples, rejects_frame(rejects), count, helps, types, dict(skipped), scrapes, time_counts, samples_in
+    )
 
 
-def series_key(labels: dict[str, str], spec: MetricSpec) -> tuple | None:
-    """(node, gpu, uuid, model) of a sample from its labels via the catalog's mapping."""
+NO_NODE = "no label gives the node of"
+
+
+def no_node_reason(name: str, spec: MetricSpec) -> str:
+    return (
+        f"{NO_NODE} {name} (looked for {', '.join(spec.labels['node'])}; "
+        "for a scrape of one host give its name with --node)"
+    )
+
+
+def series_key(labels: dict[str, str], spec: MetricSpec, default_node: str | None = None) -> tuple | None:
+    """(node, gpu, uuid, model, instance) of a sample from its labels via the catalog's mapping;
+    None when no label gives the node and there is no ``default_node``."""
 
     def first(kind: str) -> str | None:
         for label in spec.labels.get(kind, ()):
@@ -368,14 +428,17 @@ def series_key(labels: dict[str, str], spec: MetricSpec) -> tuple | None:
                 return labels[label]
         return None
 
-    node = first("node")
+    node = first("node") or default_node
     if node is None:
         return None
     if ":" in node and node.rsplit(":", 1)[1].isdigit():  # instance="host:9400"
         node = node.rsplit(":", 1)[0]
     gpu_text = first("gpu") if spec.per_gpu else None
     gpu = int(gpu_text) if gpu_text is not None and gpu_text.isdigit() else None
-    return (node, gpu, first("uuid") if spec.per_gpu else None, first("model") if spec.per_gpu else None)
+    if not spec.per_gpu:
+        return (node, None, None, None, None)
+    parts = [f"{label}={labels[label]}" for label in spec.labels.get("gpu_instance", ()) if labels.get(label)]
+    return (node, gpu, first("uuid"), first("model"), "/".join(parts) if parts else None)
 
 
 def _why_malformed(line: str) -> str:
@@ -389,9 +452,22 @@ def _why_malformed(line: str) -> str:
     return f"cannot parse {rest[:40]!r} as 'value [timestamp]'"
 
 
-def read_exposition_files(paths: list[Path], catalog: Catalog, default_time_ms: int | None = None):
+def read_exposition_files(
+    paths: list[Path],
+    catalog: Catalog,
+    default_time_ms: int | None = None,
+    scrape_time_ms: int | None = None,
+    default_node: str | None = None,
+):
     """Parse several scrape files (in name order) into one result per file, each streamed."""
     return [
-        parse_exposition_file(path, catalog, source_file=str(path), default_time_ms=default_time_ms)
+        parse_exposition_file(
+            path,
+            catalog,
+            source_file=str(path),
+            default_time_ms=default_time_ms,
+            scrape_time_ms=scrape_time_ms,
+            default_node=default_node,
+        )  # fmt: skip
         for path in sorted(paths)
     ]

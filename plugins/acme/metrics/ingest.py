@@ -6,9 +6,25 @@
 - ``prometheus``: ``input`` is the server's base URL; every catalog metric with PromQL is fetched
   for the UTC ``day`` (required) at ``step_s``;
 - ``exporter-text``: a dcgm-exporter scrape file, or a folder of them (``*.prom``, ``*.txt``,
-  ``*.metrics``), see ``acme.metrics.exposition``;
+  ``*.metrics``), see ``acme.metrics.exposition``; ``scrape_time`` (``--scrape-time``) dates the
+  samples that carry no timestamp, ``node`` (``--node``) names the host of samples that carry no
+  node label;
+- ``prometheus-json``: a saved answer of ``/api/v1/query_range`` (matrix) or ``/api/v1/query``
+  (instant vector, snapshot mode only), its series routed to catalog metrics by ``__name__``
+  (``metric``, ``--metric``, names the metric of series without one, e.g. ``100 * X``);
 - ``acmetrace-csv``: a wide CSV, or a folder of them, one metric per file (see
   ``acme.metrics.acmetrace_csv``).
+
+Two modes. **Daily** (the default): an input is a day of telemetry, checked for coverage and
+stored as day partitions with rollups. **Snapshot** (``snapshot=True``, ``--snapshot``): one-off
+scrapes or instant queries, checked for ranges, NaN and duplicates but not for coverage, and
+stored under ``metrics_snapshots/`` (one file per metric, day and input, replaced by a re-run);
+a Prometheus snapshot is an instant query at ``scrape_time``.
+
+An input ends one of two ways: something is stored, every sample accounted for (published,
+skipped as a metric outside the catalog, or quarantined with its reason), or it is refused with
+one line saying what is missing and which flag or setting supplies it. It never succeeds with
+nothing stored.
 
 Metrics are processed one at a time (a Seren-size metric-day is 13 M samples; holding one at a
 time keeps the peak memory at a few hundred MB per metric). For each: validate, write the
@@ -25,7 +41,7 @@ Artifacts keyed by the input (replaced by a re-run)::
 from __future__ import annotations
 
 import hashlib
-from datetime import date
+from datetime import date, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -40,7 +56,7 @@ if TYPE_CHECKING:
     from acme.metrics.catalog import Catalog
     from acme.metrics.storage import Samples
 
-FORMATS = ("prometheus", "exporter-text", "acmetrace-csv")
+FORMATS = ("prometheus", "prometheus-json", "exporter-text", "acmetrace-csv")
 SCRAPE_SUFFIXES = (".prom", ".txt", ".metrics")
 
 
@@ -64,35 +80,51 @@ def ingest_metrics_file(
     expected_series: dict[str, int] | None = None,
     session: Any = None,
     client_options: dict[str, Any] | None = None,
+    snapshot: bool = False,
+    scrape_time: str | None = None,
+    node: str | None = None,
+    metric: str | None = None,
 ) -> dict[str, Any]:
     """Ingest one input (see the module doc); returns the run's summary."""
     from acme.metrics.catalog import load_catalog
+    from acme.metrics.exposition import parse_scrape_time
 
     if fmt not in FORMATS:
         raise InputError(input, f"unknown metrics format {fmt!r}; expected one of {', '.join(FORMATS)}")
     if isinstance(day, str):
         day = date.fromisoformat(day)
+    scrape_ms = None
+    if scrape_time is not None:
+        scrape_ms = parse_scrape_time(str(scrape_time))
+        if scrape_ms is None:
+            raise InputError(input, f"--scrape-time {scrape_time!r} is neither RFC 3339 nor epoch seconds")
     catalog = catalog or load_catalog()
-    key = input_key(fmt, input, day)
+    if metric is not None:
+        catalog[metric]  # an unknown name fails here, listing the catalog
+    key = input_key(fmt, input, day) if not snapshot else input_key(f"{fmt}-snapshot", input, day)
     summary: dict[str, Any] = {
         "input": input, "format": fmt, "cluster": cluster, "day": day.isoformat() if day else None,
-        "samples": 0, "series": 0, "quarantined": 0, "metrics": [], "partitions": [],
-        "bytes": 0, "notes": [], "skipped_metrics": {},
+        "mode": "snapshot" if snapshot else "daily", "samples": 0, "series": 0, "quarantined": 0,
+        "metrics": [], "partitions": [], "bytes": 0, "notes": [], "skipped_metrics": {}, "time_sources": {},
     }  # fmt: skip
+    options = {"snapshot": snapshot, "scrape_ms": scrape_ms, "node": node, "metric": metric}
     reports: dict[str, Any] = {}
     failures: list[str] = []
     for spec_name, samples, rejects in _read_input(
-        fmt, input, day, catalog, metrics, step_s, session, client_options, summary
+        fmt, input, day, catalog, metrics, step_s, session, client_options, summary, options
     ):
         spec = catalog[spec_name]
         outcome = _ingest_metric(
             lake, catalog, spec, cluster, key, input, samples, day, step_s, rejects,
-            (expected_series or {}).get(spec_name), max_quarantine_share, min_coverage,
+            (expected_series or {}).get(spec_name), max_quarantine_share, min_coverage, snapshot,
         )  # fmt: skip
         reports[spec_name] = outcome["report"]
         summary["quarantined"] += outcome["quarantined"]
         if outcome.get("error"):
             failures.append(outcome["error"])
+            continue
+        if snapshot and not outcome["samples"]:
+            summary["notes"].append(f"{spec_name}: no sample to store")
             continue
         summary["metrics"].append(spec_name)
         summary["samples"] += outcome["samples"]
@@ -116,7 +148,8 @@ def ingest_metrics_file(
     summary["validation"] = lake.write_json(
         f"validation/metrics/cluster={cluster}/date={report_day or 'undated'}/{key}.json",
         {"input": input, "format": fmt, "cluster": cluster, "day": day, "metrics": reports,
-         "notes": summary["notes"], "skipped_metrics": summary["skipped_metrics"]},
+         "notes": summary["notes"], "skipped_metrics": summary["skipped_metrics"], "mode": summary["mode"],
+         "time_sources": summary["time_sources"]},
     )  # fmt: skip
     if not reports:
         summary["notes"].append(f"{input}: no samples of any catalog metric")
@@ -127,7 +160,28 @@ def ingest_metrics_file(
             )
     if failures:
         raise MetricsThresholdError("; ".join(failures))
+    if not summary["partitions"]:
+        raise InputError(input, _nothing_stored(summary, day, snapshot))
     return summary
+
+
+def _nothing_stored(summary: dict[str, Any], day: date | None, snapshot: bool) -> str:
+    """The one line saying why an input stored nothing and what supplies the missing part."""
+    if summary["skipped_metrics"] and not summary["metrics"]:
+        return _no_catalog_metric(summary["skipped_metrics"])
+    if day is not None and not snapshot:
+        return f"no sample of a catalog metric falls on {day}; nothing was stored"
+    return "no sample of a catalog metric to store; nothing was stored"
+
+
+def _no_catalog_metric(skipped: dict[str, int]) -> str:
+    names = sorted(skipped, key=lambda n: (-skipped[n], n))
+    shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+    return (
+        f"none of its {sum(skipped.values())} sample(s) is of a catalog metric (its metrics: {shown}); "
+        "nothing was stored. The catalog (include/metrics/metrics.yaml, or ACME_METRICS_CATALOG) names "
+        "the exporter metrics it stores under `exporter:`"
+    )
 
 
 def _ingest_metric(
@@ -144,12 +198,17 @@ def _ingest_metric(
     expected,
     max_share,
     min_cov,
+    snapshot=False,
 ) -> dict[str, Any]:
-    from acme.metrics.storage import split_by_day
+    from acme.metrics.storage import publish_snapshot, snapshot_key, split_by_day
     from acme.metrics.validate import check_thresholds, validate_samples
 
-    outcome = validate_samples(samples, spec, catalog, day=day, step_s=step_s, expected_series=expected)
+    outcome = validate_samples(
+        samples, spec, catalog, day=None if snapshot else day, step_s=step_s, expected_series=expected
+    )
     report = outcome.report
+    if snapshot:
+        report["mode"] = "snapshot"  # coverage is not checked: a snapshot is not a day of scrapes
     quarantined = outcome.quarantined
     if parse_rejects is not None and len(parse_rejects) and "node" not in parse_rejects:
         quarantined = _concat(quarantined, _rejects_as_quarantine(parse_rejects, spec.name))
@@ -159,18 +218,40 @@ def _ingest_metric(
     )
     result = {"report": report, "quarantined": len(quarantined), "samples": 0, "series": 0, "partitions": []}
     try:
-        check_thresholds(report, source, max_share, min_cov)
+        check_thresholds(report, source, max_share, 0.0 if snapshot else min_cov)
     except MetricsThresholdError as exc:
-        result["error"] = str(exc)
+        result["error"] = str(exc) + _snapshot_hint(samples, report)
         return result
     by_day = split_by_day(outcome.accepted)
     if day is not None:
         by_day = {d: s for d, s in by_day.items() if d == day}
     for part_day, part in sorted(by_day.items()):
-        result["partitions"].append(_publish(lake, spec, cluster, part_day, part, source))
-    result["samples"] = len(outcome.accepted)
+        if snapshot:
+            result["partitions"].append(publish_snapshot(lake, spec, cluster, part_day, part, key, source))
+        else:
+            result["partitions"].append(_publish(lake, spec, cluster, part_day, part, source))
+    if snapshot:  # a re-run with another --scrape-time replaces the snapshot it dated elsewhere
+        written = {snapshot_key(spec.name, cluster, d, key) for d in by_day}
+        for stale in lake.list(f"metrics_snapshots/metric={spec.name}/cluster={cluster}"):
+            if stale.endswith(f"/{key}.parquet") and stale not in written:
+                lake.delete_prefix(stale)
+    result["samples"] = sum(p["samples"] for p in result["partitions"]) if snapshot else len(outcome.accepted)
     result["series"] = report["series"]
     return result
+
+
+def _snapshot_hint(samples, report) -> str:
+    """For a coverage failure of a handful of scrapes: say that snapshot mode stores them."""
+    import numpy as np
+
+    times = len(np.unique(samples.ts_ms)) if len(samples) else 0
+    expected = report["coverage"]["expected_per_series"]
+    if 0 < times <= max(1, expected // 100):
+        return (
+            f" (the input holds {times} scrape time(s), not a day of scrapes: a one-off scrape is "
+            "stored with --snapshot)"
+        )
+    return ""
 
 
 def _publish(lake, spec, cluster, day, samples, source):
@@ -179,32 +260,130 @@ def _publish(lake, spec, cluster, day, samples, source):
     return publish_day(lake, spec, cluster, day, samples, source)
 
 
-def _read_input(fmt, uri, day, catalog, metrics, step_s, session, client_options, summary):
+def _read_input(fmt, uri, day, catalog, metrics, step_s, session, client_options, summary, options):
     """Yield (metric, samples, parse rejects) one metric at a time."""
     if fmt == "prometheus":
-        yield from _read_prometheus(uri, day, catalog, metrics, step_s, session, client_options)
+        for name, samples, rejects in _read_prometheus(
+            uri, day, catalog, metrics, step_s, session, client_options, options
+        ):
+            sources = summary["time_sources"]
+            sources["sample timestamp"] = sources.get("sample timestamp", 0) + len(samples)
+            yield name, samples, rejects
+    elif fmt == "prometheus-json":
+        yield from _read_saved_answer(uri, day, catalog, metrics, summary, options)
     elif fmt == "exporter-text":
-        yield from _read_exporter_text(uri, catalog, metrics, summary)
+        yield from _read_exporter_text(uri, day, catalog, metrics, summary, options)
     else:
         yield from _read_wide_csv(uri, day, catalog, metrics, summary)
 
 
-def _read_prometheus(uri, day, catalog, metrics, step_s, session, client_options):
+def _read_prometheus(uri, day, catalog, metrics, step_s, session, client_options, options):
     from datetime import UTC, datetime
 
-    from acme.metrics.prometheus import PrometheusClient, matrix_to_samples
+    from acme.metrics.prometheus import PrometheusClient, matrix_to_samples, render_query, vector_to_matrix
 
-    if day is None:
-        raise InputError(uri, "a Prometheus ingest needs the UTC day to fetch (--day)")
+    chosen = [catalog[m] for m in metrics] if metrics else [s for s in catalog if s.promql]
     client = PrometheusClient(uri, session=session, **(client_options or {}))
+    if options["snapshot"]:
+        if options["scrape_ms"] is None:
+            raise InputError(uri, "a Prometheus snapshot needs the time to query: give it with --scrape-time")
+        at = options["scrape_ms"] / 1000
+        for spec in chosen:
+            result = client.query_instant(render_query(spec.promql, None), at)
+            yield spec.name, matrix_to_samples(vector_to_matrix(result), spec, options["node"]), None
+        return
+    if day is None:
+        raise InputError(uri, "a Prometheus ingest needs the UTC day to fetch (--day), or --snapshot")
     start = datetime(day.year, day.month, day.day, tzinfo=UTC).timestamp()
-    for spec in [catalog[m] for m in metrics] if metrics else [s for s in catalog if s.promql]:
-        yield spec.name, matrix_to_samples(client.fetch(spec, start, start + 86400, step_s), spec), None
+    for spec in chosen:
+        result = client.fetch(spec, start, start + 86400, step_s)
+        yield spec.name, matrix_to_samples(result, spec, options["node"]), None
 
 
-def _read_exporter_text(uri, catalog, metrics, summary):
-    from acme.metrics.exposition import read_exposition_files
-    from acme.metrics.storage import concat_samples
+def _read_saved_answer(uri, day, catalog, metrics, summary, options):
+    """A saved ``/api/v1/query_range`` or ``/api/v1/query`` answer: its series per catalog metric."""
+    import json
+
+    from acme.metrics.exposition import series_key
+    from acme.metrics.prometheus import check_answer, matrix_to_samples, vector_to_matrix
+
+    path = Path(uri)
+    if not path.exists():
+        raise InputNotFoundError(uri, "no such file (not arrived yet?)")
+    try:
+        body = json.loads(path.read_text(errors="replace"))
+    except ValueError as exc:
+        raise InputError(uri, f"not a Prometheus API answer: not JSON ({exc})") from None
+    if not isinstance(body, dict) or "status" not in body:
+        raise InputError(uri, 'not a Prometheus API answer: no "status" field')
+    if body["status"] != "success":
+        raise InputError(
+            uri,
+            f"the saved answer is an error, nothing to store: status {body['status']!r} "
+            f"({body.get('errorType')}): {body.get('error')}",
+        )
+    data = body.get("data") or {}
+    kind = data.get("resultType") if isinstance(data, dict) else None
+    if kind == "vector" and not options["snapshot"]:
+        raise InputError(uri, "an instant vector is one point in time, not a day: store it with --snapshot")
+    if kind not in ("matrix", "vector"):
+        raise InputError(uri, f"result type {kind!r} holds no series; only matrix or vector answers do")
+    problem = check_answer(data, None, kind, None, 0)
+    if problem:
+        raise InputError(uri, f"not a usable Prometheus answer: {problem}")
+    result = data.get("result") or []
+    if not result:
+        raise InputError(uri, "the answer holds no series (its query matched nothing); nothing to store")
+    series = result if kind == "matrix" else vector_to_matrix(result)
+    by_exporter = catalog.by_exporter_name()
+    chosen = catalog[options["metric"]] if options["metric"] else None
+    groups: dict[str, list[dict]] = {}
+    unnamed = 0
+    for item in series:
+        name = item["metric"].get("__name__")
+        points = len(item.get("values") or [])
+        summary["samples_in"] = summary.get("samples_in", 0) + points
+        spec = by_exporter.get(name) if name is not None else chosen
+        if name is None and chosen is None:
+            unnamed += 1
+        elif spec is None or (chosen is not None and spec.name != chosen.name):
+            summary["skipped_metrics"][name] = summary["skipped_metrics"].get(name, 0) + points
+        else:
+            groups.setdefault(spec.name, []).append(item)
+    if unnamed:
+        raise InputError(
+            uri,
+            f"{unnamed} series carry no __name__ (an expression such as 100 * X drops it): "
+            "name their catalog metric with --metric",
+        )
+    if not groups:
+        raise InputError(uri, _no_catalog_metric(summary["skipped_metrics"]))
+    for name, items in groups.items():
+        spec = catalog[name]
+        nodeless = sum(series_key(i["metric"], spec, options["node"]) is None for i in items)
+        if nodeless:
+            raise InputError(
+                uri,
+                f"{nodeless} series of {spec.exporter or spec.name} carry no node label "
+                f"({', '.join(spec.labels['node'])}): give the host with --node",
+            )
+    for name in sorted(groups):
+        if metrics and name not in metrics:
+            continue
+        spec = catalog[name]
+        samples = matrix_to_samples(groups[name], spec, options["node"])
+        if not options["metric"]:
+            samples.value = samples.value * spec.scale  # raw exporter values, as in a scrape
+        sources = summary["time_sources"]
+        sources["sample timestamp"] = sources.get("sample timestamp", 0) + len(samples)
+        yield name, samples, None
+
+
+def _read_exporter_text(uri, day, catalog, metrics, summary, options):
+    import numpy as np
+
+    from acme.metrics.exposition import NO_NODE, read_exposition_files
+    from acme.metrics.storage import DAY_MS, concat_samples
 
     path = Path(uri)
     if not path.exists():
@@ -212,12 +391,43 @@ def _read_exporter_text(uri, catalog, metrics, summary):
     files = sorted(p for p in path.iterdir() if p.suffix in SCRAPE_SUFFIXES) if path.is_dir() else [path]
     if not files:
         raise InputError(uri, f"no scrape files ({', '.join(SCRAPE_SUFFIXES)}) in the folder")
-    results = read_exposition_files(files, catalog)
+    results = read_exposition_files(
+        files, catalog, scrape_time_ms=options["scrape_ms"], default_node=options["node"]
+    )
     rejects = _concat_all([r.rejects for r in results])
+    summary["samples_in"] = sum(r.samples_in for r in results)
     for result in results:
         for name, count in result.skipped_metrics.items():
             summary["skipped_metrics"][name] = summary["skipped_metrics"].get(name, 0) + count
+        for source, count in result.time_sources.items():
+            summary["time_sources"][source] = summary["time_sources"].get(source, 0) + count
+    if rejects is not None and len(rejects):
+        nodeless = rejects["reason"].str.startswith(NO_NODE)
+        if nodeless.any():
+            first = rejects[nodeless].iloc[0]
+            raise InputError(
+                uri,
+                f"{int(nodeless.sum())} sample(s) of catalog metrics carry no node label (first at "
+                f"{first['source_file']}:{first['source_line']}): a scrape taken at one host's exporter "
+                "needs that host's name, give it with --node",
+            )
     names = sorted({m for r in results for m in r.samples})
+    if not names and summary["skipped_metrics"]:
+        raise InputError(uri, _no_catalog_metric(summary["skipped_metrics"]))
+    if day is not None and names:
+        start = (day - date(1970, 1, 1)).days * DAY_MS
+        arrays = [r.samples[m].ts_ms for r in results for m in r.samples]
+        if not any(np.any((ts >= start) & (ts < start + DAY_MS)) for ts in arrays):
+            first = date(1970, 1, 1) + timedelta(milliseconds=min(int(ts.min()) for ts in arrays))
+            last = date(1970, 1, 1) + timedelta(milliseconds=max(int(ts.max()) for ts in arrays))
+            found = str(first) if first == last else f"{first} to {last}"
+            sources = ", ".join(f"{k}: {v}" for k, v in summary["time_sources"].items())
+            raise InputError(
+                uri,
+                f"no sample falls on {day}: the samples' times ({sources}) fall on {found}; "
+                "give the time the scrape was taken with --scrape-time"
+                + ("" if options["snapshot"] else ", or store a one-off scrape with --snapshot"),
+            )
     if metrics:
         names = [m for m in names if m in metrics]
     for i, name in enumerate(names):

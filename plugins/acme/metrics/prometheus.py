@@ -10,6 +10,14 @@ When ``max_series_per_query`` is set, each window is also sharded by the metric'
 greedily into groups of at most that many series, and each group queried with
 ``label=~"v1|v2|..."`` substituted for ``$shard`` in the catalog's PromQL.
 
+Every answer is checked before it is used (:func:`check_answer`): ``status`` is ``success``, the
+``resultType`` is the one asked for (``matrix`` for ``query_range``, ``vector`` for an instant
+``query``, which snapshot mode uses), every series belongs to the query (its ``__name__``, when
+present, is a metric named in the PromQL; its labels satisfy the query's matchers, shard
+matchers included) and every point lies in the asked window. Otherwise
+:class:`PrometheusQueryError` names the query and what came back: a server or proxy that answers
+with the wrong series is not retried, since it would answer the same again.
+
 Failures: connection errors, timeouts, HTTP 5xx and 429, and ``"status": "error"`` bodies are
 retried with exponential backoff (``backoff_s × 2^attempt``, capped at ``max_backoff_s``) up to
 ``max_attempts`` attempts; then :class:`PrometheusQueryError` names the query, the window and the
@@ -160,14 +168,21 @@ class PrometheusClient:
 
     # --- API ---------------------------------------------------------------------------------
     def query_range(self, query: str, start_s: float, end_s: float, step_s: float) -> list[dict]:
-        """Matrix result of one inclusive window (no splitting): ``[{metric, values}, ...]``."""
+        """Matrix result of one inclusive window (no splitting), checked: ``[{metric, values}, ...]``."""
         params = {"query": query, "start": _num(start_s), "end": _num(end_s), "step": _num(step_s)}
         data = self._get("/api/v1/query_range", params, query, (start_s, end_s), step_s)
-        if not isinstance(data, dict) or data.get("resultType") != "matrix":
-            kind = data.get("resultType") if isinstance(data, dict) else type(data).__name__
-            raise PrometheusQueryError(
-                query, (start_s, end_s), step_s, f"expected a matrix result, got {kind}", 1
-            )
+        problem = check_answer(data, query, "matrix", (start_s, end_s), step_s)
+        if problem:
+            raise PrometheusQueryError(query, (start_s, end_s), step_s, problem, 1)
+        return data.get("result") or []
+
+    def query_instant(self, query: str, time_s: float) -> list[dict]:
+        """Instant-vector result at ``time_s`` (snapshot mode), checked: ``[{metric, value}, ...]``."""
+        params = {"query": query, "time": _num(time_s)}
+        data = self._get("/api/v1/query", params, query, (time_s, time_s), 0)
+        problem = check_answer(data, query, "vector", (time_s, time_s), 0)
+        if problem:
+            raise PrometheusQueryError(query, (time_s, time_s), 0, problem, 1)
         return data.get("result") or []
 
     def series_counts(self, selector: str, label: str, start_s: float, end_s: float) -> dict[str, int]:
@@ -199,6 +214,117 @@ class PrometheusClient:
         return results
 
 
+_STRING = re.compile(r'"(?:[^"\\]|\\.)*"|\'(?:[^\'\\]|\\.)*\'')
+_MATCHER = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)\s*(=~|!~|!=|=)\s*"((?:[^"\\]|\\.)*)"')
+_GROUPING = re.compile(r"\b(?:by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)")
+_IDENT = re.compile(r"(?<![a-zA-Z0-9_:.])([a-zA-Z_:][a-zA-Z0-9_:]*)(?![a-zA-Z0-9_:]|\s*\()")
+_KEYWORDS = {"by", "without", "on", "ignoring", "group_left", "group_right", "bool", "and", "or",
+             "unless", "offset", "inf", "nan", "atan2", "topk", "bottomk"}  # fmt: skip
+
+
+def query_names(query: str) -> set[str]:
+    """The metric names a PromQL expression selects (functions, keywords, labels and durations left out)."""
+    text = re.sub(r"\{[^}]*\}", " ", _STRING.sub('""', query))
+    text = re.sub(r"\[[^\]]*\]", " ", _GROUPING.sub(" ", text))
+    return {name for name in _IDENT.findall(text) if name.lower() not in _KEYWORDS}
+
+
+def query_matchers(query: str) -> list[tuple[str, str, str]]:
+    """(label, operator, value) of every label matcher in the query (values unescaped)."""
+    from acme.metrics.exposition import unescape
+
+    matchers = []
+    for block in re.findall(r"\{([^}]*)\}", query):
+        matchers.extend((label, op, unescape(value)) for label, op, value in _MATCHER.findall(block))
+    return matchers
+
+
+def check_answer(
+    data: Any, query: str | None, result_type: str, window: tuple[float, float] | None, step_s: float
+) -> str | None:
+    """What is wrong with an answer's ``data`` for ``query`` (None when nothing): see the module doc.
+
+    ``query`` None (a saved answer whose query is unknown) checks only the shape."""
+    if not isinstance(data, dict):
+        return f"expected a {result_type} result, got {type(data).__name__}"
+    kind = data.get("resultType")
+    if kind != result_type:
+        return f"expected a {result_type} result, got {kind}"
+    result = data.get("result")
+    if result is None:
+        return None
+    if not isinstance(result, list):
+        return f"the {result_type} result is a {type(result).__name__}, not a list of series"
+    names = query_names(query) if query else set()
+    matchers = [(label, op, value, _matcher(op, value)) for label, op, value in query_matchers(query or "")]
+    slack = max(step_s, 1.0)
+    for number, item in enumerate(result, start=1):
+        labels = item.get("metric") if isinstance(item, dict) else None
+        points = (
+            (item.get("values") if result_type == "matrix" else [item.get("value")])
+            if labels is not None
+            else None
+        )
+        if not isinstance(labels, dict) or not isinstance(points, list):
+            return f"series {number} is not a {{metric, {'values' if result_type == 'matrix' else 'value'}}} object"
+        name = labels.get("__name__")
+        if name is not None and names and name not in names:
+            return (
+                f"the answer does not belong to the query: series {number} is {name}, "
+                f"not {' or '.join(sorted(names))}"
+            )
+        for label, op, value, accepts in matchers:
+            if label != "__name__" and label in labels and not accepts(labels[label]):
+                return (
+                    f"the answer does not belong to the query: series {number} has {label}={labels[label]!r}, "
+                    f"the query asks {label}{op}{value!r}"
+                )
+        if window is not None:
+            for point in points[:1] + points[-1:]:  # Prometheus returns a series' points in time order
+                t = _point_time(point)
+                if t is None:
+                    return f"series {number} has a point that is not [time, value]: {str(point)[:60]}"
+                if t < window[0] - slack or t > window[1] + slack:
+                    return (
+                        f"series {number} has a point at {_iso(t)}, outside the asked "
+                        f"[{_iso(window[0])}, {_iso(window[1])}]"
+                    )
+    return None
+
+
+def _matcher(op: str, value: str) -> Callable[[str], bool]:
+    """Whether a label value satisfies ``label <op> "value"`` (a regex Python cannot read accepts all)."""
+    if op == "=":
+        return lambda actual: actual == value
+    if op == "!=":
+        return lambda actual: actual != value
+    try:
+        pattern = re.compile(value)
+    except re.error:  # PromQL regexes are RE2; the few Python lacks are not checked
+        return lambda actual: True
+    if op == "=~":
+        return lambda actual: pattern.fullmatch(actual) is not None
+    return lambda actual: pattern.fullmatch(actual) is None
+
+
+def _point_time(point: Any) -> float | None:
+    if not isinstance(point, list | tuple) or len(point) != 2:
+        return None
+    try:
+        return float(point[0])
+    except (TypeError, ValueError):
+        return None
+
+
+def vector_to_matrix(result: list[dict]) -> list[dict]:
+    """Instant-vector series as one-point matrix series (for :func:`matrix_to_samples`)."""
+    return [
+        {"metric": item.get("metric") or {}, "values": [item["value"]]}
+        for item in result
+        if item.get("value")
+    ]
+
+
 def _selector_of(spec: MetricSpec) -> str:
     """A series selector for listing a metric's shard values: its first metric name in the PromQL."""
     names = re.findall(r"\b([a-zA-Z_:][a-zA-Z0-9_:]*)\s*\{", spec.promql or "")
@@ -217,7 +343,7 @@ def _json(response) -> dict | None:
     return body if isinstance(body, dict) else None
 
 
-def matrix_to_samples(result: list[dict], spec: MetricSpec) -> Samples:
+def matrix_to_samples(result: list[dict], spec: MetricSpec, default_node: str | None = None) -> Samples:
     """Canonical samples from matrix results (several windows/shards of the same metric)."""
     import numpy as np
 
@@ -231,13 +357,14 @@ def matrix_to_samples(result: list[dict], spec: MetricSpec) -> Samples:
     ids, stamps, values = [], [], []
     skipped = 0
     for item in result:
-        key = series_key(item.get("metric") or {}, spec)
+        key = series_key(item.get("metric") or {}, spec, default_node)
         if key is None:
             skipped += 1
             continue
-        sid = index.get(key[:3])
+        identity = (key[0], key[1], key[2], key[4])
+        sid = index.get(identity)
         if sid is None:
-            sid = index[key[:3]] = len(rows)
+            sid = index[identity] = len(rows)
             rows.append(key)
         points = item.get("values") or []
         if not points:

@@ -2,21 +2,24 @@
 
 The canonical long form of a sample is ``(cluster, metric, node, gpu, uuid, timestamp, value,
 unit)`` (``gpu`` and ``uuid`` null for node-level metrics). In memory a metric's samples are a
-:class:`Samples`: a small table of series (node, gpu, uuid, model) and three long arrays
+:class:`Samples`: a small table of series (node, gpu, uuid, model, gpu_instance) and three long arrays
 (series id, epoch milliseconds, value), so that tens of millions of samples never become
 Python objects or string columns. ``Samples.to_frame`` gives the long form as a DataFrame.
 
 Layout (one file per metric, cluster and UTC day; cluster and metric are Hive partitions)::
 
     metrics/metric=<m>/cluster=<c>/date=<d>/samples.parquet     the samples
+    metrics_snapshots/metric=<m>/cluster=<c>/date=<d>/<input>.parquet  one-off scrapes (snapshot mode)
     metrics_5m/metric=<m>/cluster=<c>/date=<d>/rollup.parquet   per series and 5 minutes: min/mean/max/count
     metrics_hist/metric=<m>/cluster=<c>/date=<d>/hist.parquet   fixed-bin histogram of the day (all devices)
 
 Encoding of ``samples.parquet`` (what keeps a sample at about one byte; see the benchmark):
 
-- rows sorted by (node, gpu, uuid, timestamp), so series keys are long runs: ``node``, ``uuid``,
-  ``model`` and ``unit`` are dictionary-encoded strings and ``gpu`` a dictionary-encoded int16,
-  each run costing a few bytes per page;
+- rows sorted by (node, gpu, uuid, gpu_instance, timestamp), so series keys are long runs: ``node``,
+  ``uuid``, ``gpu_instance``, ``model`` and ``unit`` are dictionary-encoded strings and ``gpu`` a
+  dictionary-encoded int16, each run costing a few bytes per page. ``gpu_instance`` names a MIG or
+  vGPU instance of the GPU (``GPU_I_PROFILE=1g.6gb/GPU_I_ID=3``; null for a whole GPU): several
+  instances share their GPU's index and UUID, so it is part of a series' identity;
 - ``timestamp`` (ms, UTC) with DELTA_BINARY_PACKED: a regular 15 s series has constant deltas,
   which pack into almost nothing;
 - ``value`` rounded to the metric's precision and stored as the smallest exact type: an integer
@@ -52,17 +55,17 @@ if TYPE_CHECKING:
     from acme.lake import Lake
 
 DAY_MS = 86_400_000
-SERIES_COLUMNS = ("node", "gpu", "uuid", "model")
+SERIES_COLUMNS = ("node", "gpu", "uuid", "model", "gpu_instance")  # all but model: a series' identity
 ROLLUP_WIDTH_S = 300
 
 
 @dataclass
 class Samples:
-    """One metric's samples: ``series`` (node, gpu, uuid, model; row i is series i) and long arrays.
+    """One metric's samples: ``series`` (node, gpu, uuid, model, gpu_instance; row i is series i) and arrays.
 
     ``series_id`` (int32), ``ts_ms`` (int64, epoch ms UTC) and ``value`` (float64) have one entry
     per sample. ``is_sorted`` says the arrays are sorted by (series, time) and the series table
-    by (node, gpu, uuid), which :func:`canonicalize` ensures.
+    by (node, gpu, uuid, gpu_instance), which :func:`canonicalize` ensures.
     """
 
     metric: str
@@ -107,18 +110,20 @@ class Samples:
 
 
 def series_frame(rows: list[tuple] | None = None, **columns) -> pd.DataFrame:
-    """A series table from (node, gpu, uuid, model) tuples or from columns; gpu -1/None = node-level."""
+    """A series table from (node, gpu, uuid, model[, gpu_instance]) tuples or from columns; gpu
+    -1/None = node-level, gpu_instance None = the whole GPU."""
     import numpy as np
     import pandas as pd
 
     if rows is not None:
+        rows = [row if len(row) == len(SERIES_COLUMNS) else (*row, None) for row in rows]
         frame = pd.DataFrame.from_records(rows, columns=list(SERIES_COLUMNS))
     else:
         frame = pd.DataFrame({name: columns.get(name) for name in SERIES_COLUMNS})
     gpu = pd.to_numeric(frame["gpu"], errors="coerce").astype("float64").to_numpy()
     frame["gpu"] = pd.array(np.where(np.isnan(gpu) | (gpu < 0), np.nan, gpu), dtype="float64").astype("Int16")
     frame["node"] = frame["node"].astype("str")
-    for name in ("uuid", "model"):
+    for name in ("uuid", "model", "gpu_instance"):
         frame[name] = frame[name].astype("object").where(frame[name].notna(), None)
     return frame.reset_index(drop=True)
 
@@ -132,7 +137,7 @@ def empty_samples(metric: str) -> Samples:
 
 
 def canonicalize(samples: Samples) -> Samples:
-    """Series ordered by (node, gpu, uuid), samples by (series, time); stable for equal keys."""
+    """Series ordered by (node, gpu, uuid, gpu_instance), samples by (series, time); stable for equal keys."""
     import numpy as np
 
     if samples.is_sorted:
@@ -140,6 +145,7 @@ def canonicalize(samples: Samples) -> Samples:
     series = samples.series
     order = np.lexsort(
         (
+            series["gpu_instance"].fillna("").to_numpy(dtype=str),
             series["uuid"].fillna("").to_numpy(dtype=str),
             series["gpu"].fillna(-1).to_numpy(dtype=np.int64),
             series["node"].to_numpy(dtype=str),
@@ -165,7 +171,7 @@ def canonicalize(samples: Samples) -> Samples:
 
 
 def concat_samples(parts: list[Samples]) -> Samples:
-    """One Samples from several of the same metric (series tables united by (node, gpu, uuid))."""
+    """One Samples from several of the same metric (series tables united by (node, gpu, uuid, gpu_instance))."""
     import numpy as np
     import pandas as pd
 
@@ -180,6 +186,8 @@ def concat_samples(parts: list[Samples]) -> Samples:
         + series_all["gpu"].fillna(-1).astype(int).astype(str)
         + "\x1f"
         + series_all["uuid"].fillna("").astype(str)
+        + "\x1f"
+        + series_all["gpu_instance"].fillna("").astype(str)
     )
     codes, uniques = pd.factorize(key)
     first = pd.Series(np.arange(len(codes))).groupby(codes).first().to_numpy()
@@ -239,6 +247,7 @@ def samples_table(samples: Samples, spec: MetricSpec) -> pa.Table:
             "node": dictionary("node"),
             "gpu": _gpu_array(series).take(sid),
             "uuid": dictionary("uuid"),
+            "gpu_instance": dictionary("gpu_instance"),
             "model": dictionary("model"),
             "timestamp": pa.array(samples.ts_ms, pa.timestamp("ms", tz="UTC")),
             "value": stored_values(samples.value, spec),
@@ -322,12 +331,12 @@ def encode_parquet(table: pa.Table, spec: MetricSpec, metadata: dict[str, str] |
         buffer,
         compression="zstd",
         compression_level=3,
-        use_dictionary=["node", "gpu", "uuid", "model", "unit"],
+        use_dictionary=["node", "gpu", "uuid", "gpu_instance", "model", "unit"],
         column_encoding={"timestamp": "DELTA_BINARY_PACKED", "value": "DELTA_BINARY_PACKED"},
         store_decimal_as_integer=True,
         row_group_size=4 * 1024 * 1024,
         write_statistics=["timestamp", "value"],
-        sorting_columns=[pq.SortingColumn(i) for i in (0, 1, 2, 4)],
+        sorting_columns=[pq.SortingColumn(i) for i in (0, 1, 2, 3, 5)],
     )
     return buffer.getvalue()
 
@@ -342,20 +351,29 @@ def samples_from_table(metric: str, table: pa.Table) -> Samples:
     n = table.num_rows
     if n == 0:
         return empty_samples(metric)
+    # partitions written before the gpu_instance column lack it: every series there is a whole GPU
+    present = [name for name in SERIES_COLUMNS if name in table.column_names]
     keys = pa.table(
-        {name: table[name].cast(pa.string()) if name != "gpu" else table[name] for name in SERIES_COLUMNS}
+        {name: table[name].cast(pa.string()) if name != "gpu" else table[name] for name in present}
     )
     gpu = keys["gpu"].fill_null(-1).to_numpy()
     node = keys["node"].to_numpy(zero_copy_only=False)
     uuid = keys["uuid"].fill_null("").to_numpy(zero_copy_only=False)
     change = np.ones(n, dtype=bool)
     change[1:] = (node[1:] != node[:-1]) | (gpu[1:] != gpu[:-1]) | (uuid[1:] != uuid[:-1])
+    instance_column = keys["gpu_instance"] if "gpu_instance" in present else None
+    if instance_column is not None and instance_column.null_count < n:
+        instance = instance_column.fill_null("").to_numpy(zero_copy_only=False)
+        change[1:] |= instance[1:] != instance[:-1]
     starts = np.flatnonzero(change)
     series = series_frame(
         node=node[starts],
         gpu=gpu[starts],
         uuid=pd.Series(keys["uuid"].take(pa.array(starts)).to_pylist()),
         model=pd.Series(keys["model"].take(pa.array(starts)).to_pylist()),
+        gpu_instance=None
+        if instance_column is None
+        else pd.Series(instance_column.take(pa.array(starts)).to_pylist()),
     )
     series_id = (np.cumsum(change) - 1).astype(np.int32)
     ts = pc.cast(table["timestamp"], pa.int64()).to_numpy()
@@ -396,6 +414,7 @@ def rollup_5m(samples: Samples, day: date, width_s: int = ROLLUP_WIDTH_S) -> pa.
             "node": dictionary("node"),
             "gpu": _gpu_array(series).take(sid),
             "uuid": dictionary("uuid"),
+            "gpu_instance": dictionary("gpu_instance"),
             "bucket_start": pa.array(start + bucket[starts] * width_s * 1000, pa.int64()).cast(
                 pa.timestamp("ms", tz="UTC")
             ),
@@ -549,6 +568,10 @@ def samples_key(metric: str, cluster: str, day: date) -> str:
     return f"{partition('metrics', metric, cluster, day)}/samples.parquet"
 
 
+def snapshot_key(metric: str, cluster: str, day: date, input_key: str) -> str:
+    return f"{partition('metrics_snapshots', metric, cluster, day)}/{input_key}.parquet"
+
+
 def rollup_key(metric: str, cluster: str, day: date) -> str:
     return f"{partition('metrics_5m', metric, cluster, day)}/rollup.parquet"
 
@@ -612,6 +635,37 @@ def publish_day(
         "bytes": len(data),
         "bytes_per_sample": round(len(data) / len(samples), 3) if len(samples) else None,
     }
+
+
+def publish_snapshot(
+    lake: Lake, spec: MetricSpec, cluster: str, day: date, samples: Samples, input_key: str, source: str = ""
+) -> dict[str, Any]:
+    """Store one-off scrapes of ``spec`` taken on ``day`` as the snapshot of this input (replaced by a
+    re-run of the same input; other inputs' snapshots of the day are kept). No rollups: a snapshot is
+    a few points in time, not a day's series."""
+    samples = canonicalize(samples)
+    data = encode_parquet(
+        samples_table(samples, spec),
+        spec,
+        {"acme.cluster": cluster, "acme.source": source, "acme.mode": "snapshot"},
+    )
+    url = lake.write_bytes(snapshot_key(spec.name, cluster, day, input_key), data)
+    return {
+        "metric": spec.name,
+        "date": day.isoformat(),
+        "path": url,
+        "samples": len(samples),
+        "series": samples.n_series,
+        "bytes": len(data),
+        "bytes_per_sample": round(len(data) / len(samples), 3) if len(samples) else None,
+    }
+
+
+def read_snapshots(lake: Lake, metric: str, cluster: str, day: date) -> Samples:
+    """Every snapshot of a metric taken on ``day`` (all inputs), as one Samples."""
+    prefix = partition("metrics_snapshots", metric, cluster, day)
+    parts = [samples_from_table(metric, lake.read_parquet(key)) for key in sorted(lake.list(prefix))]
+    return canonicalize(concat_samples(parts)) if parts else empty_samples(metric)
 
 
 def _covers_day(samples: Samples, start_ms: int) -> bool:

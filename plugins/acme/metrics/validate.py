@@ -269,8 +269,10 @@ def _device_names(samples: Samples) -> list[str]:
     series = samples.series
     gpus = series["gpu"].astype("float64").fillna(-1).astype(int).tolist()
     return [
-        node if gpu < 0 else f"{node}/gpu{gpu}"
-        for node, gpu in zip(series["node"].tolist(), gpus, strict=True)
+        (node if gpu < 0 else f"{node}/gpu{gpu}") + (f"/{instance}" if instance else "")
+        for node, gpu, instance in zip(
+            series["node"].tolist(), gpus, series["gpu_instance"].tolist(), strict=True
+        )
     ]
 
 

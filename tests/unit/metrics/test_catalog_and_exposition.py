@@ -3,12 +3,18 @@
 from __future__ import annotations
 
 import math
+import os
 
 import pytest
 
 from acme.errors import ConfigError
 from acme.metrics.catalog import load_catalog
-from acme.metrics.exposition import parse_exposition, parse_labels, time_from_file_name
+from acme.metrics.exposition import (
+    parse_exposition,
+    parse_exposition_file,
+    parse_labels,
+    time_from_file_name,
+)
 
 from .conftest import DAY_START_MS, FIXTURES
 
@@ -59,6 +65,7 @@ def test_real_dcgm_exporter_page(catalog):
         "fb_used",
         "gpu_energy",
         "tensor_active",
+        "gr_engine_active",
     }
     assert result.skipped_metrics["DCGM_FI_DEV_SM_CLOCK"] == 1
     power = result.samples["gpu_power"]
@@ -110,7 +117,8 @@ def test_malformed_lines_become_rejects_with_line_and_reason(catalog):
         13: "line does not start with a metric name",
         14: "TYPE line needs a metric name and one of counter, gauge, gaugehistogram, histogram, info, "
         "stateset, summary, unknown, untyped",
-        15: "no label gives the node of DCGM_FI_DEV_GPU_TEMP (looked for Hostname, hostname, kubernetes_node, node, instance)",
+        15: "no label gives the node of DCGM_FI_DEV_GPU_TEMP (looked for Hostname, hostname, kubernetes_node, "
+        "node, instance; for a scrape of one host give its name with --node)",
         16: "scrape_time is neither RFC 3339 nor epoch seconds",
     }
     assert result.help["DCGM_FI_DEV_GPU_UTIL"] == "GPU utilization (in %).\nsecond line \\ backslash"
@@ -145,3 +153,61 @@ def test_concatenated_scrapes_and_openmetrics_seconds(catalog):
     ]
     om = 'DCGM_FI_DEV_GPU_UTIL{gpu="0",Hostname="n1"} 5 1688169600.5\n# EOF\n'
     assert parse_exposition(om, catalog).samples["gpu_util"].ts_ms.tolist() == [DAY_START_MS + 500]
+
+
+# Hand-made: one sample per way of getting a time, to check the order of precedence.
+TIMED_PAGE = """DCGM_FI_DEV_GPU_UTIL{gpu="0",Hostname="n1"} 1 1688169600000
+DCGM_FI_DEV_GPU_UTIL{gpu="1",Hostname="n1"} 2
+# scrape_time 2023-07-01T00:00:30Z
+DCGM_FI_DEV_GPU_UTIL{gpu="2",Hostname="n1"} 3
+"""
+
+
+def test_a_samples_time_comes_from_its_timestamp_then_flag_comment_file_name_mtime(catalog, tmp_path):
+    def times(path, **kwargs):
+        result = parse_exposition_file(path, catalog, **kwargs)
+        util = result.samples["gpu_util"]
+        return dict(zip(util.series["gpu"].tolist(), util.ts_ms.tolist(), strict=True)), result.time_sources
+
+    plain = tmp_path / "metrics.txt"
+    plain.write_text(TIMED_PAGE)
+    os.utime(plain, (1688169645, 1688169645))  # mtime 2023-07-01T00:00:45Z
+    by_gpu, sources = times(plain)
+    assert by_gpu == {0: DAY_START_MS, 1: DAY_START_MS + 45000, 2: DAY_START_MS + 30000}
+    assert sources == {"sample timestamp": 1, "file mtime": 1, "# scrape_time comment": 1}
+
+    named = tmp_path / "dcgm-20230701T000015Z.prom"
+    named.write_text(TIMED_PAGE)
+    by_gpu, sources = times(named)
+    assert by_gpu == {0: DAY_START_MS, 1: DAY_START_MS + 15000, 2: DAY_START_MS + 30000}
+    assert sources["file name"] == 1
+
+    by_gpu, sources = times(named, scrape_time_ms=DAY_START_MS + 60000)  # --scrape-time beats the rest
+    assert by_gpu == {0: DAY_START_MS, 1: DAY_START_MS + 60000, 2: DAY_START_MS + 60000}
+    assert sources == {"sample timestamp": 1, "--scrape-time": 2}
+
+
+def test_mig_and_vgpu_instances_are_series_of_their_own(catalog):
+    # Hand-made from the shape of dcgm-exporter's MIG lines (real ones: tests/fixtures/field/metrics):
+    # two instances and the whole GPU share gpu and UUID; a HAMi-style vGPU share by vdeviceid.
+    page = """DCGM_FI_DEV_FB_USED{gpu="0",UUID="GPU-a",Hostname="n1",GPU_I_PROFILE="1g.6gb",GPU_I_ID="3"} 10
+DCGM_FI_DEV_FB_USED{gpu="0",UUID="GPU-a",Hostname="n1",GPU_I_PROFILE="1g.6gb",GPU_I_ID="4"} 20
+DCGM_FI_DEV_FB_USED{gpu="0",UUID="GPU-a",Hostname="n1"} 30
+DCGM_FI_DEV_FB_USED{gpu="1",UUID="GPU-b",Hostname="n1",vdeviceid="0"} 40
+DCGM_FI_DEV_FB_USED{gpu="1",UUID="GPU-b",Hostname="n1",vdeviceid="1"} 50
+"""
+    result = parse_exposition(page, catalog, default_time_ms=DAY_START_MS)
+    fb = result.samples["fb_used"]
+    assert fb.series["gpu_instance"].tolist() == [
+        "GPU_I_PROFILE=1g.6gb/GPU_I_ID=3", "GPU_I_PROFILE=1g.6gb/GPU_I_ID=4", None, "vdeviceid=0", "vdeviceid=1",
+    ]  # fmt: skip
+    assert fb.series_id.tolist() == [0, 1, 2, 3, 4] and fb.value.tolist() == [10, 20, 30, 40, 50]
+
+
+def test_node_less_samples_take_the_given_node(catalog):
+    page = "ipmi_dcmi_power_consumption_watts 372\n"
+    refused = parse_exposition(page, catalog, default_time_ms=DAY_START_MS)
+    assert not refused.samples and refused.rejects["reason"].iloc[0].endswith("give its name with --node)")
+    taken = parse_exposition(page, catalog, default_time_ms=DAY_START_MS, default_node="bmc-9")
+    power = taken.samples["server_power"]
+    assert power.series["node"].tolist() == ["bmc-9"] and power.value.tolist() == [372]

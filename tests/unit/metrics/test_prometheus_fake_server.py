@@ -7,10 +7,12 @@ time out, "status":"error" bodies). The test against a real Prometheus is an int
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 from datetime import date
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from urllib.parse import parse_qs, urlparse
 
 import pytest
@@ -21,11 +23,14 @@ from acme.metrics.prometheus import (
     fetch_day,
     matrix_to_samples,
     plan_windows,
+    query_matchers,
+    query_names,
     render_query,
     shard_selectors,
 )
 
 START = 1_688_169_600  # 2023-07-01T00:00:00Z
+FIELD_API = Path(__file__).resolve().parents[2] / "fixtures" / "field" / "metrics" / "api"
 
 
 class FakePrometheus:
@@ -86,13 +91,16 @@ def matrix(series: list[tuple[dict, list]]) -> tuple[int, dict]:
 
 
 def echo_matrix(path, params):
-    """A matrix answering the asked window with one GPU, value = minutes since midnight."""
+    """A matrix answering the asked window with one GPU of the first host the query's shard asks
+    for (n1 when unsharded), value = minutes since midnight."""
     start, end, step = float(params["start"]), float(params["end"]), float(params["step"])
     values, t = [], start
     while t <= end:
         values.append([t, str((t - START) // 60)])
         t += step
-    return matrix([({"Hostname": "n1", "gpu": "0", "UUID": "GPU-1"}, values)])
+    shard = re.search(r'Hostname=~"([^"|]+)', params.get("query", ""))
+    host = shard.group(1) if shard else "n1"
+    return matrix([({"Hostname": host, "gpu": "0", "UUID": "GPU-1"}, values)])
 
 
 def client(fake, **kwargs):
@@ -201,3 +209,70 @@ def test_a_day_is_split_by_points_and_sharded_by_series(fake, catalog):
     )
     # the fake answers one series per query: every window's points once, no overlap between windows
     assert len(samples) == 6 * 2000 - 2 * (3 * 2000 - 5760) and len(set(samples.ts_ms.tolist())) == 5760
+
+
+def test_an_answer_of_another_metric_fails_naming_the_query(fake, catalog):
+    # The failure of issue 14: a server answering every query with the matrix of one metric.
+    fake.default = matrix(
+        [({"__name__": "DCGM_FI_DEV_FB_USED", "Hostname": "n1", "gpu": "0"}, [[START, "1"]])]
+    )
+    c, _ = client(fake)
+    with pytest.raises(PrometheusQueryError) as raised:
+        fetch_day(c, catalog, date(2023, 7, 1), step_s=3600, metrics=["gpu_util"])
+    message = str(raised.value)
+    assert (
+        "'DCGM_FI_DEV_GPU_UTIL'" in message
+        and "series 1 is DCGM_FI_DEV_FB_USED, not DCGM_FI_DEV_GPU_UTIL" in message
+    )
+    assert len(fake.requests) == 1, "a wrong answer is not retried"
+
+
+def test_wrong_result_type_foreign_labels_and_points_outside_the_window_fail(fake):
+    c, _ = client(fake)
+    vector = {"status": "success", "data": {"resultType": "vector", "result": []}}
+    fake.script = [(200, vector)]
+    with pytest.raises(PrometheusQueryError, match="expected a matrix result, got vector"):
+        c.query_range("DCGM_FI_DEV_GPU_UTIL", START, START + 60, 15)
+    fake.script = [matrix([({"Hostname": "n9", "gpu": "0"}, [[START, "1"]])])]
+    with pytest.raises(PrometheusQueryError, match="has Hostname='n9', the query asks Hostname=~'n1\\|n2'"):
+        c.query_range('DCGM_FI_DEV_GPU_UTIL{Hostname=~"n1|n2"}', START, START + 60, 15)
+    fake.script = [matrix([({"Hostname": "n1", "gpu": "0"}, [[START + 7200, "1"]])])]
+    with pytest.raises(PrometheusQueryError, match="outside the asked"):
+        c.query_range("DCGM_FI_DEV_GPU_UTIL", START, START + 60, 15)
+    fake.script = [(200, {"status": "success", "data": {"resultType": "matrix", "result": []}})]
+    with pytest.raises(PrometheusQueryError, match="expected a vector result, got matrix"):
+        c.query_instant("DCGM_FI_DEV_GPU_UTIL", START)
+
+
+def test_the_metric_names_and_matchers_of_the_catalogs_queries():
+    assert query_names("max without (err_code, err_msg) (DCGM_FI_DEV_XID_ERRORS)") == {
+        "DCGM_FI_DEV_XID_ERRORS"
+    }
+    assert query_names('100 * (1 - avg by (instance) (rate(node_cpu_seconds_total{mode="idle"}[1m])))') == {
+        "node_cpu_seconds_total"
+    }
+    assert query_names("100 * (1 - node_memory_MemAvailable_bytes / node_memory_MemTotal_bytes)") == {
+        "node_memory_MemAvailable_bytes",
+        "node_memory_MemTotal_bytes",
+    }
+    assert query_matchers('X{Hostname=~"a\\\\.b|c",mode!="idle"}') == [
+        ("Hostname", "=~", "a\\.b|c"),
+        ("mode", "!=", "idle"),
+    ]
+
+
+def test_a_recorded_real_answer_served_to_the_live_client_is_checked_against_each_query(fake, catalog):
+    # The instant vector UpCloud's Prometheus gave for DCGM_FI_DEV_GPU_TEMP (field corpus), served
+    # for every query: right for gpu_temp, refused naming the query for any other metric.
+    recorded = FIELD_API / "instant_vector_gpu_temp_l40s_upcloud.json"
+    fake.default = (200, json.loads(recorded.read_text()))
+    c, _ = client(fake)
+    at = 1775721747.082
+    series = c.query_instant("DCGM_FI_DEV_GPU_TEMP", at)
+    assert [s["metric"]["Hostname"] for s in series] == ["gpu1-wl8sg"] and series[0]["value"][1] == "32"
+    with pytest.raises(
+        PrometheusQueryError, match=r"'DCGM_FI_DEV_FB_USED'.*series 1 is DCGM_FI_DEV_GPU_TEMP"
+    ):
+        c.query_instant("DCGM_FI_DEV_FB_USED", at)
+    with pytest.raises(PrometheusQueryError, match="outside the asked"):
+        c.query_instant("DCGM_FI_DEV_GPU_TEMP", at + 3600)  # an answer for another time

@@ -150,3 +150,25 @@ def test_histogram_edges_and_mismatched_merges(catalog):
     assert hist.counts[0] == 1 and hist.counts[-1] == 2 and hist.overflow == 1 and hist.underflow == 1
     with pytest.raises(ValueError, match="different bins"):
         merge_histograms([hist, Histogram("gpu_util", 0, 100, np.zeros(10, np.int64))])
+
+
+def test_instances_round_trip_and_partitions_written_before_them_still_read(catalog):
+    from acme.metrics.storage import samples_from_table, samples_table, series_frame
+
+    spec = catalog["fb_used"]
+    rows = [("n1", 0, "GPU-a", "NVIDIA A30", "GPU_I_ID=3"), ("n1", 0, "GPU-a", "NVIDIA A30", "GPU_I_ID=4")]
+    samples = Samples(
+        "fb_used", series_frame(rows), np.array([0, 1, 0, 1], np.int32),
+        np.array([0, 0, 15000, 15000], np.int64), np.array([1.0, 2.0, 3.0, 4.0]),
+    )  # fmt: skip
+    table = samples_table(samples, spec)
+    back = samples_from_table("fb_used", table)
+    assert back.series["gpu_instance"].tolist() == ["GPU_I_ID=3", "GPU_I_ID=4"]
+    assert back.value.tolist() == [1.0, 3.0, 2.0, 4.0]
+    whole_gpus = samples_table(
+        Samples("fb_used", series_frame([("n1", 0, "GPU-a", None), ("n1", 1, "GPU-b", None)]),
+                np.array([0, 1], np.int32), np.array([0, 0], np.int64), np.array([5.0, 6.0])),
+        spec,
+    ).drop_columns(["gpu_instance"])  # fmt: skip
+    old = samples_from_table("fb_used", whole_gpus)
+    assert old.n_series == 2 and old.series["gpu_instance"].isna().all() and old.value.tolist() == [5.0, 6.0]
