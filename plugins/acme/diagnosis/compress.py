@@ -38,6 +38,9 @@ KIND_ERROR = "error"
 KIND_TRACEBACK = "traceback"
 KIND_CONTEXT = "context"
 KIND_TEMPLATE = "template"
+# A NaN/Inf loss line that training recovered from (a finite loss was logged after it): kept and shown, but not
+# diagnosed -- a transient spike is never blamed for a later failure.
+KIND_RECOVERED = "recovered"
 
 # Leading prefixes that say which rank/worker/host printed a line. Removed (repeatedly) before a line is
 # compared with others; the rank id, when there is one, is recorded.
@@ -141,7 +144,11 @@ _STRONG_ERROR_RE = re.compile(
     r"""Traceback\ \(most\ recent\ call\ last\)
       | \b[A-Z]\w*(?:Error|Exception|Exit|Interrupt)\b(?=[:\s(]|$)
       | \bCUDA(?:\ error|_ERROR_\w+)|\bcudaError\w+|\bCUBLAS_STATUS_\w+|\bNCCL\ WARN\b|\bncclRemoteError|\bncclSystemError
-      | \bncclInternalError|\bncclUnhandledCudaError|\bXid\b|fallen\ off\ the\ bus|out\ of\ memory|\bOOM\b
+      | \bncclInternalError|\bncclUnhandledCudaError|\b(?i:xid)\b|fallen\ off\ the\ bus|(?i:out\ of\ memory)|\bOOM(?:Killed)?\b
+      | \bHIP\ (?:error|failure)|\bhipError\w+|\bHIP_ERROR_\w+|Memory\ access\ fault\ by\ GPU|(?i:GPU\ (?:is\ )?lost)
+      | Got\ completion\ (?:from\ peer|with\ error)|\bEvicted\b|(?i:low\ on\ resource|\bpreempted\b)
+      | (?i:\bloss\ is\ (?:nan|inf))|^\W*loss\s*\|\s*(?:nan|inf)\b
+      | \bException:|RESOURCE_EXHAUSTED|Resource\ exhausted|\[Errno\ -?\d+\]
       | \b(?:lm\ )?loss\b[^|,;]{0,20}?[:=]\s*-?(?:nan|inf)\b|\bgrad[\ _]norm\b[^|,;]{0,20}?[:=]\s*(?:nan|inf)\b
       | \bnan\ (?:loss|in\ (?:local\ )?grad)|\bNaN\ (?:in|detected)
       | Segmentation\ fault|core\ dumped|\bKilled\b|\bSIG(?:KILL|SEGV|ABRT|BUS|TERM)\b|killed\ by\ signal
@@ -158,6 +165,13 @@ _WEAK_ERROR_RE = re.compile(
     re.IGNORECASE,
 )
 _BENIGN_LEVEL_RE = re.compile(r"\b(?:INFO|DEBUG|TRACE|NOTICE)\b|\[I\s|^\s*I\d{4}\s")
+_WEAK_EXTRA_RE = re.compile(r"(?i)\b(?:cannot|unable to|could not) connect\b")
+# Loss values: a non-finite one (an error line) and a finite one (training goes on: an earlier NaN recovered).
+_NONFINITE_LOSS_RE = re.compile(
+    r"(?i)\b(?:lm[ _])?loss\b[^|,;]{0,20}?[:=]\s*-?(?:nan|inf)\b|\bgrad[ _]norm\b[^|,;]{0,20}?[:=]\s*(?:nan|inf)\b"
+    r"|\bloss is (?:nan|inf)|^\W*loss\s*\|\s*(?:nan|inf)\b"
+)
+_FINITE_LOSS_RE = re.compile(r"(?i)\b(?:lm[ _])?loss\b[^|,;:=]{0,20}?(?:[:=]|\bis\b)\s*[-+]?\d")
 
 _TB_START_RE = re.compile(r"Traceback \(most recent call last\)")
 _TB_BODY_RE = re.compile(
@@ -370,7 +384,9 @@ _ERROR_TRIGGERS = (
     "sigkill", "sigsegv", "sigabrt", "sigbus", "sigterm", "exit", "terminate called", "what():", "fatal", "fail",
     "severe", "critical", "panic", "emerg", "alert", "watchdog", "due to", "slurmstepd", "abort", "timed out",
     "timeout", "refused", "unreachable", "connection reset", "connection closed", "no space left",
-    "permission denied", "no such file",
+    "permission denied", "no such file", "fault", "evicted", "preempt", "low on resource", "lost", "hiperror",
+    "hip_error", "got completion", "loss is", "| nan", "| inf", "cannot connect", "unable to connect",
+    "exhausted", "errno",
 )  # fmt: skip
 
 
@@ -386,7 +402,8 @@ def is_error_line(text: str) -> bool:
             return False
     if _STRONG_ERROR_RE.search(text):
         return True
-    return bool(_WEAK_ERROR_RE.search(text)) and not _BENIGN_LEVEL_RE.search(text)
+    weak = _WEAK_ERROR_RE.search(text) or _WEAK_EXTRA_RE.search(text)
+    return bool(weak) and not _BENIGN_LEVEL_RE.search(text)
 
 
 class LogCompressor:
@@ -433,6 +450,7 @@ class LogCompressor:
         self.dropped_by_rule: dict[str, int] = {r.id: 0 for r in self.rules}
         self.truncated = 0
         self.blank_lines = 0
+        self.last_finite_loss_line = 0  # the last line that logged a finite loss value
         self._started = time.perf_counter()
 
     # -- kept lines -------------------------------------------------------------------------------------
@@ -502,13 +520,23 @@ class LogCompressor:
     # -- main loop --------------------------------------------------------------------------------------
     def feed(self, number: int, original: str) -> None:
         self.lines_in += 1
+        if "\r" not in original:
+            self._feed_segment(number, original)
+            return
+        # A progress bar redrawn with carriage returns makes one physical line of many screens, and an error
+        # printed meanwhile lands after a "\r" -- possibly far beyond max_line_chars. Each segment is a line of
+        # its own (same line number): every error segment is kept, of the bar only its last state.
+        segments = [seg for seg in original.split("\r") if seg.strip()]
+        if not segments:
+            self.blank_lines += 1
+            return
+        last = len(segments) - 1
+        for index, segment in enumerate(segments):
+            if index == last or is_error_line(strip_prefix(segment)[0]):
+                self._feed_segment(number, segment)
+
+    def _feed_segment(self, number: int, original: str) -> None:
         bare, rank = strip_prefix(original)
-        error = None
-        if "\r" in bare:
-            # A tqdm bar rewrites itself with "\r"; an error appended to a bar stays visible in the full line.
-            error = is_error_line(bare)
-            if not error:
-                bare = bare.rsplit("\r", 1)[-1] or bare.strip("\r")
         stream = rank or ""
         state = self._tb_state.touch(stream)
         if state is not None:
@@ -539,7 +567,7 @@ class LogCompressor:
             self._keep_error(number, original, error_key(bare), KIND_TRACEBACK, rank)
             self._recent.append((number, original, True))
             return
-        if error or (error is None and is_error_line(bare)):
+        if is_error_line(bare):
             self._keep_error(number, original, error_key(bare), KIND_ERROR, rank)
             self._recent.append((number, original, True))
             return
@@ -547,6 +575,8 @@ class LogCompressor:
         if not bare.strip():
             self.blank_lines += 1
             return
+        if "oss" in bare and _FINITE_LOSS_RE.search(bare):
+            self.last_finite_loss_line = number
         rule = self._match_rule(bare)
         if rule is not None:
             if rule.keep_first is None:
@@ -570,6 +600,14 @@ class LogCompressor:
             templates.append(
                 {"line": entry["line"], "template": template, "text": entry["text"], "count": entry["count"]}
             )
+        # A NaN/Inf loss that a finite loss followed was a transient spike the training recovered from.
+        for kept_line in self._kept:
+            if (
+                kept_line.kind == KIND_ERROR
+                and kept_line.line < self.last_finite_loss_line
+                and _NONFINITE_LOSS_RE.search(strip_prefix(kept_line.text)[0])
+            ):
+                kept_line.kind = KIND_RECOVERED
         # A context line that is also its template's representative is listed once, as the template.
         represented = {t["line"] for t in templates}
         kept = sorted(
@@ -585,6 +623,7 @@ class LogCompressor:
             "templates": len(templates),
             "truncated": self.truncated,
             "blank_lines": self.blank_lines,
+            "last_finite_loss_line": self.last_finite_loss_line,
             "dropped_by_rule": dict(self.dropped_by_rule),
         }
         return CompressedLog(lines=kept, templates=templates, stats=stats)
