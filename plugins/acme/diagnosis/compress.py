@@ -524,16 +524,15 @@ class LogCompressor:
             self._feed_segment(number, original)
             return
         # A progress bar redrawn with carriage returns makes one physical line of many screens, and an error
-        # printed meanwhile lands after a "\r" -- possibly far beyond max_line_chars. Each segment is a line of
-        # its own (same line number): every error segment is kept, of the bar only its last state.
+        # printed meanwhile lands after a "\r" -- possibly far beyond max_line_chars. The line stands for its
+        # error segments when it has some (the bar's states dropped, so the error is kept whole and compared
+        # with the same error printed elsewhere), else for the bar's last state.
         segments = [seg for seg in original.split("\r") if seg.strip()]
         if not segments:
             self.blank_lines += 1
             return
-        last = len(segments) - 1
-        for index, segment in enumerate(segments):
-            if index == last or is_error_line(strip_prefix(segment)[0]):
-                self._feed_segment(number, segment)
+        errors = [seg for seg in segments if is_error_line(strip_prefix(seg)[0])]
+        self._feed_segment(number, "\r".join(errors) if errors else segments[-1])
 
     def _feed_segment(self, number: int, original: str) -> None:
         bare, rank = strip_prefix(original)
