@@ -153,6 +153,7 @@ class Tally:
     by_reason: dict[str, list[int]] = field(default_factory=lambda: defaultdict(lambda: [0, 0]))
     confusion: Counter = field(default_factory=Counter)
     misses: list[dict[str, Any]] = field(default_factory=list)
+    retrieval: Counter = field(default_factory=Counter)  # answered / right / on routine lines
 
     def add(self, case: LineCase | LogCase, predicted: str, where: str, rule_id: str | None) -> None:
         accepted = (case.reason, *case.alternatives)
@@ -167,6 +168,10 @@ class Tally:
         self.by_reason[case.reason][0] += reason_ok
         self.by_reason[case.reason][1] += 1
         self.confusion[(case.reason, predicted if not reason_ok else case.reason)] += 1
+        if rule_id == "retrieval":
+            self.retrieval["answered"] += 1
+            self.retrieval["right"] += reason_ok
+            self.retrieval["on_routine_lines"] += case.reason == UNKNOWN
         if not reason_ok:
             self.misses.append(
                 {"source": case.source, "where": where, "expected": case.reason,
@@ -186,6 +191,7 @@ class Tally:
                 {"expected": e, "predicted": p, "n": n} for (e, p), n in sorted(self.confusion.items())
             ],
             "misses": self.misses,
+            "retrieval": dict(self.retrieval),
         }
 
 
@@ -324,6 +330,13 @@ def print_report(result: dict[str, Any]) -> None:
             f"{_pct(lines['unknown_share']):>9}{_pct(logs['reason']):>13}{_pct(logs['category']):>10}"
             f"{_pct(logs['decisive_recall']):>15}"
         )
+    for name, variant in result["variants"].items():
+        if "retrieval" in variant.get("lines", {}) and name != "rules":
+            answered = variant["lines"]["retrieval"]
+            print(
+                f"{name}: retrieval answered {answered.get('answered', 0)} lines the rules left Unknown, "
+                f"{answered.get('right', 0)} right ({answered.get('on_routine_lines', 0)} were routine lines)"
+            )
     base = result["variants"]["rules"]
     print(
         f"\ncompressor flags {_pct(base['lines']['compressor_flags_failure_lines'])} of failure lines as errors"
