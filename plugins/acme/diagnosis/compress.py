@@ -531,10 +531,19 @@ class LogCompressor:
         if not segments:
             self.blank_lines += 1
             return
-        errors = [seg for seg in segments if is_error_line(strip_prefix(seg)[0])]
-        self._feed_segment(number, "\r".join(errors) if errors else segments[-1])
+        flags = [is_error_line(strip_prefix(seg)[0]) for seg in segments]
+        if not any(flags):
+            self._feed_segment(number, segments[-1])
+            return
+        errors = "\r".join(seg for seg, flag in zip(segments, flags, strict=True) if flag)
+        first = flags.index(True)
+        # Shown with the bar's state when the error came (the job's progress), if that is short.
+        lead = segments[first - 1] if first > 0 and len(segments[first - 1]) <= 500 else ""
+        self._feed_segment(number, errors, shown=f"{lead}\r{errors}" if lead else errors)
 
-    def _feed_segment(self, number: int, original: str) -> None:
+    def _feed_segment(self, number: int, original: str, shown: str | None = None) -> None:
+        """Classify and keep one line (``shown`` is the text kept when it differs from ``original``)."""
+        text = original if shown is None else shown
         bare, rank = strip_prefix(original)
         stream = rank or ""
         state = self._tb_state.touch(stream)
@@ -542,13 +551,13 @@ class LogCompressor:
             if state == "tb":
                 if _TB_BODY_RE.match(bare) or _TB_START_RE.search(bare):
                     if bare.strip():
-                        self._keep_error(number, original, error_key(bare), KIND_TRACEBACK, rank)
+                        self._keep_error(number, text, error_key(bare), KIND_TRACEBACK, rank)
                     else:
                         self.blank_lines += 1
                     self._recent.append((number, original, True))
                     return
                 if _EXC_LINE_RE.match(bare):
-                    self._keep_error(number, original, error_key(bare), KIND_ERROR, rank)
+                    self._keep_error(number, text, error_key(bare), KIND_ERROR, rank)
                     self._tb_state.put(stream, "cont:10")
                     self._recent.append((number, original, True))
                     return
@@ -556,18 +565,18 @@ class LogCompressor:
             else:  # continuation lines of a multi-line exception message
                 remaining = int(state.split(":", 1)[1])
                 if remaining > 0 and bare[:1] in (" ", "\t") and bare.strip():
-                    self._keep_error(number, original, error_key(bare), KIND_ERROR, rank)
+                    self._keep_error(number, text, error_key(bare), KIND_ERROR, rank)
                     self._tb_state.put(stream, f"cont:{remaining - 1}")
                     self._recent.append((number, original, True))
                     return
                 self._tb_state.pop(stream, None)
         if _TB_START_RE.search(bare):
             self._tb_state.put(stream, "tb")
-            self._keep_error(number, original, error_key(bare), KIND_TRACEBACK, rank)
+            self._keep_error(number, text, error_key(bare), KIND_TRACEBACK, rank)
             self._recent.append((number, original, True))
             return
         if is_error_line(bare):
-            self._keep_error(number, original, error_key(bare), KIND_ERROR, rank)
+            self._keep_error(number, text, error_key(bare), KIND_ERROR, rank)
             self._recent.append((number, original, True))
             return
         self._recent.append((number, original, False))
