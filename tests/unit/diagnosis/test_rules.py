@@ -244,6 +244,7 @@ def test_must_precede_names_known_rules():
         ("NVRM: Xid (PCI:0000:06:00): 79, GPU has fallen off the bus.", "NodeFailure"),
         ("Memory access fault by GPU node-2 (Agent handle: 0x56468ab3bb50) on address 0x7fe55fb03000.", "CUDAError"),
         ("RuntimeError: HIP error: invalid device function", "CUDAError"),
+        ("rocBLAS error: [HIP error](invalid resource handle)", "CUDAError"),
         ("torch.OutOfMemoryError: HIP out of memory. Tried to allocate 4.50 GiB.", "OutOfMemoryError"),
         ("Exception: Current loss scale already at minimum - cannot decrease scale anymore. Exiting run.", "LossSpike"),
         ("wandb: Network error (ConnectionError), entering retry loop.", "SideServiceError"),
