@@ -384,9 +384,8 @@ _ERROR_TRIGGERS = (
     "sigkill", "sigsegv", "sigabrt", "sigbus", "sigterm", "exit", "terminate called", "what():", "fatal", "fail",
     "severe", "critical", "panic", "emerg", "alert", "watchdog", "due to", "slurmstepd", "abort", "timed out",
     "timeout", "refused", "unreachable", "connection reset", "connection closed", "no space left",
-    "permission denied", "no such file", "fault", "evicted", "preempt", "low on resource", "lost", "hiperror",
-    "hip_error", "got completion", "loss is", "| nan", "| inf", "cannot connect", "unable to connect",
-    "exhausted", "errno",
+    "permission denied", "no such file", "fault", "evicted", "preempt", "low on resource", "lost",
+    "got completion", "loss is", "| nan", "| inf", "cannot connect", "unable to connect", "exhausted",
 )  # fmt: skip
 
 
@@ -450,7 +449,8 @@ class LogCompressor:
         self.dropped_by_rule: dict[str, int] = {r.id: 0 for r in self.rules}
         self.truncated = 0
         self.blank_lines = 0
-        self.last_finite_loss_line = 0  # the last line that logged a finite loss value
+        self.last_finite_loss_line = 0  # the last line that logged a finite loss after a non-finite one
+        self._nonfinite_pending = False  # a NaN/Inf loss was kept and no finite loss has followed yet
         self._started = time.perf_counter()
 
     # -- kept lines -------------------------------------------------------------------------------------
@@ -531,6 +531,9 @@ class LogCompressor:
         if not segments:
             self.blank_lines += 1
             return
+        if not is_error_line(original):  # the common case, a bar alone: one check for the whole line
+            self._feed_segment(number, segments[-1])
+            return
         flags = [is_error_line(strip_prefix(seg)[0]) for seg in segments]
         if not any(flags):
             self._feed_segment(number, segments[-1])
@@ -576,6 +579,8 @@ class LogCompressor:
             self._recent.append((number, original, True))
             return
         if is_error_line(bare):
+            if "oss" in bare or "norm" in bare:
+                self._nonfinite_pending = self._nonfinite_pending or bool(_NONFINITE_LOSS_RE.search(bare))
             self._keep_error(number, text, error_key(bare), KIND_ERROR, rank)
             self._recent.append((number, original, True))
             return
@@ -583,8 +588,9 @@ class LogCompressor:
         if not bare.strip():
             self.blank_lines += 1
             return
-        if "oss" in bare and _FINITE_LOSS_RE.search(bare):
+        if self._nonfinite_pending and "oss" in bare and _FINITE_LOSS_RE.search(bare):
             self.last_finite_loss_line = number
+            self._nonfinite_pending = False
         rule = self._match_rule(bare)
         if rule is not None:
             if rule.keep_first is None:
