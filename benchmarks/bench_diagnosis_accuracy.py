@@ -38,6 +38,10 @@ sys.path.insert(0, str(ROOT / "plugins"))
 from acme.diagnosis.rules import UNKNOWN, Rule, attribution_of, category_of  # noqa: E402
 
 CORPUS = ROOT / "tests" / "fixtures" / "diagnosis" / "corpus"
+# The 68-line set the rules were tuned on before this corpus existed: its sources are folded into the corpus,
+# and the rules written before cannot be left out for them (nobody recorded which pattern came from which), so
+# the figures are also given for the lines of the other sources alone.
+TUNED_ON = ROOT / "tests" / "fixtures" / "diagnosis" / "labelled_errors.yaml"
 GOALS = {"line_reason": 0.90, "line_category": 0.95, "log_reason": 0.85, "decisive_recall": 0.99}
 RETRIEVAL_K = 5
 
@@ -195,12 +199,27 @@ class Tally:
         }
 
 
+def tuned_on_sources() -> set[str]:
+    """Corpus source ids of the previous labelled set (issue threads, ``owner/repo#number``)."""
+    import re
+
+    import yaml
+
+    out = set()
+    for item in yaml.safe_load(TUNED_ON.read_text(encoding="utf-8")):
+        match = re.match(r"https://github.com/([^/]+/[^/]+)/(?:issues|pull)/(\d+)", item["source"])
+        if match:
+            out.add(f"{match.group(1)}#{match.group(2)}")
+    return out
+
+
 def score_lines(lines: list[LineCase], rules: list[Rule], index: CaseIndex | None = None) -> dict[str, Any]:
     from acme.diagnosis.compress import is_error_line, strip_prefix
     from acme.diagnosis.retrieval import error_signature
     from acme.diagnosis.rules import diagnose_lines
 
-    tally = Tally()
+    tally, fresh = Tally(), Tally()
+    tuned = tuned_on_sources()
     flagged = failures = 0
     for case in lines:
         rules_here = rules_without(case.source, rules)
@@ -210,10 +229,15 @@ def score_lines(lines: list[LineCase], rules: list[Rule], index: CaseIndex | Non
             predicted = index.vote(error_signature([(1, case.text)], rules_here), case.source) or UNKNOWN
             rule_id = "retrieval" if predicted != UNKNOWN else None
         tally.add(case, predicted, case.text[:160], rule_id)
+        if case.source not in tuned:
+            fresh.add(case, predicted, case.text[:160], rule_id)
         if case.reason != UNKNOWN:
             failures += 1
             flagged += is_error_line(strip_prefix(case.text)[0])
     result = tally.summary()
+    result["never_tuned_on"] = {
+        k: v for k, v in fresh.summary().items() if k in ("total", "reason", "category")
+    }
     result["compressor_flags_failure_lines"] = round(flagged / failures, 4) if failures else 0.0
     return result
 
@@ -338,6 +362,11 @@ def print_report(result: dict[str, Any]) -> None:
                 f"{answered.get('right', 0)} right ({answered.get('on_routine_lines', 0)} were routine lines)"
             )
     base = result["variants"]["rules"]
+    fresh = base["lines"]["never_tuned_on"]
+    print(
+        f"\nrules only, the {fresh['total']} lines of sources outside the set the rules were tuned on before: "
+        f"reason {_pct(fresh['reason'])}, category {_pct(fresh['category'])}"
+    )
     print(
         f"\ncompressor flags {_pct(base['lines']['compressor_flags_failure_lines'])} of failure lines as errors"
     )

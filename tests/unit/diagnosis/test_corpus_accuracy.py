@@ -47,6 +47,9 @@ def test_single_lines_meet_the_goals(result):
     lines = result["variants"]["rules"]["lines"]
     print(f"\nsingle lines: reason {lines['reason']:.3f}, category {lines['category']:.3f}, "
           f"attribution {lines['attribution']:.3f}, unknown {lines['unknown_share']:.3f} of {lines['total']}")  # fmt: skip
+    fresh = lines["never_tuned_on"]
+    print(f"the {fresh['total']} lines of sources never tuned on: reason {fresh['reason']:.3f}, "
+          f"category {fresh['category']:.3f}")  # fmt: skip
     for miss in lines["misses"]:
         print("MISS", miss["source"], miss["expected"], "->", miss["got"], miss["where"][:100])
     assert lines["reason"] >= GOALS["line_reason"]
