@@ -231,6 +231,18 @@ def test_an_nccl_error_naming_ib_is_an_nccl_error_unless_the_ib_line_came_first(
     assert diagnose_log([IB_LINE, system]).reason == "NetworkError"
 
 
+def test_a_slurm_step_cancelled_after_a_task_failed_is_not_a_users_cancellation():
+    # srun tears a step down after one of its tasks died; the task's failure is the cause (NERSC Cori-GPU log).
+    segfault = "srun: error: cgpu12: task 0: Segmentation fault"
+    step = "0: slurmstepd: error: *** STEP 405737.0 ON cgpu12 CANCELLED AT 2020-01-16T23:05:49 ***"
+    job = "slurmstepd: error: *** JOB 1809562 ON r6i5n1 CANCELLED AT 2021-05-23T08:29:53 ***"
+    assert diagnose_log([segfault, step]).reason == "SegmentationFault"
+    assert diagnose_log([step]).reason == "JobCancelled"  # on its own it still says what it says
+    assert diagnose_log([step, job]).reason == "JobCancelled"  # a scancel of the batch job logs both
+    killed = "srun: error: nid001: task 3: Killed"  # srun's report of a killed task, logged before the step
+    assert diagnose_log([killed, step]).reason == "KilledBySignal"
+
+
 def test_must_precede_names_known_rules():
     with pytest.raises(ConfigError, match="must_precede names unknown rules nope"):
         parse_rules({"rules": [_rule(must_precede=["nope"])]})
