@@ -378,9 +378,14 @@ def print_report(result: dict[str, Any]) -> None:
         f"\nrules only, the {fresh['total']} lines of sources outside the set the rules were tuned on before: "
         f"reason {_pct(fresh['reason'])}, category {_pct(fresh['category'])}"
     )
-    for key, label in (("whole_logs_reason", "whole logs"), ("crash_logs_reason", "logs not ended by the scheduler")):
+    for key, label in (
+        ("whole_logs_reason", "whole logs"),
+        ("crash_logs_reason", "logs not ended by the scheduler"),
+    ):
         part = base["logs"][key]
-        print(f"rules only, root cause on the {part['total']} {label}: {_pct(part['reason'])} ({part['right']} right)")
+        print(
+            f"rules only, root cause on the {part['total']} {label}: {_pct(part['reason'])} ({part['right']} right)"
+        )
     print(
         f"\ncompressor flags {_pct(base['lines']['compressor_flags_failure_lines'])} of failure lines as errors"
     )

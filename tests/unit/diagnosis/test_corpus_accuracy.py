@@ -28,7 +28,9 @@ def test_the_corpus_is_big_and_varied_enough():
     assert len(lines) >= 300 and len({c.source for c in lines}) >= 60
     assert {c.reason for c in lines} >= {"CUDAError", "NCCLError", "NetworkError", "SideServiceError",
                                          "LossSpike", "NodeFailure", "OutOfMemoryError", "KilledBySignal"}  # fmt: skip
-    assert len(logs) >= 28 and sum(not log.excerpt for log in logs) >= 24 and all(log.decisive for log in logs)
+    assert (
+        len(logs) >= 28 and sum(not log.excerpt for log in logs) >= 24 and all(log.decisive for log in logs)
+    )
     assert len({log.source for log in logs if not log.excerpt}) >= 15
 
 
@@ -85,7 +87,9 @@ def test_the_logs_diagnosed_wrong_are_the_documented_misses(result):
     assert {miss["where"] for miss in logs["misses"]} == DOCUMENTED_LOG_MISSES
 
 
-@pytest.mark.xfail(strict=True, reason="issue 15 goal not met yet: root cause right on 20 of 24 whole logs (83.3%)")
+@pytest.mark.xfail(
+    strict=True, reason="issue 15 goal not met yet: root cause right on 20 of 24 whole logs (83.3%)"
+)
 def test_whole_logs_meet_the_root_cause_goal(result):
     whole = result["variants"]["rules"]["logs"]["whole_logs_reason"]
     print(f"\nwhole logs: root cause {whole['reason']:.3f} ({whole['right']} of {whole['total']})")
