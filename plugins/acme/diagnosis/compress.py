@@ -38,6 +38,9 @@ KIND_ERROR = "error"
 KIND_TRACEBACK = "traceback"
 KIND_CONTEXT = "context"
 KIND_TEMPLATE = "template"
+# A NaN/Inf loss line that training recovered from (a finite loss was logged after it): kept and shown, but not
+# diagnosed -- a transient spike is never blamed for a later failure.
+KIND_RECOVERED = "recovered"
 
 # Leading prefixes that say which rank/worker/host printed a line. Removed (repeatedly) before a line is
 # compared with others; the rank id, when there is one, is recorded.
@@ -141,7 +144,11 @@ _STRONG_ERROR_RE = re.compile(
     r"""Traceback\ \(most\ recent\ call\ last\)
       | \b[A-Z]\w*(?:Error|Exception|Exit|Interrupt)\b(?=[:\s(]|$)
       | \bCUDA(?:\ error|_ERROR_\w+)|\bcudaError\w+|\bCUBLAS_STATUS_\w+|\bNCCL\ WARN\b|\bncclRemoteError|\bncclSystemError
-      | \bncclInternalError|\bncclUnhandledCudaError|\bXid\b|fallen\ off\ the\ bus|out\ of\ memory|\bOOM\b
+      | \bncclInternalError|\bncclUnhandledCudaError|\b(?i:xid)\b|fallen\ off\ the\ bus|(?i:out\ of\ memory)|\bOOM(?:Killed)?\b
+      | \bHIP\ (?:error|failure)|\bhipError\w+|\bHIP_ERROR_\w+|Memory\ access\ fault\ by\ GPU|(?i:GPU\ (?:is\ )?lost)
+      | Got\ completion\ (?:from\ peer|with\ error)|\bEvicted\b|(?i:low\ on\ resource|\bpreempted\b)
+      | (?i:\bloss\ is\ (?:nan|inf))|^\W*loss\s*\|\s*(?:nan|inf)\b
+      | \bException:|RESOURCE_EXHAUSTED|Resource\ exhausted|\[Errno\ -?\d+\]
       | \b(?:lm\ )?loss\b[^|,;]{0,20}?[:=]\s*-?(?:nan|inf)\b|\bgrad[\ _]norm\b[^|,;]{0,20}?[:=]\s*(?:nan|inf)\b
       | \bnan\ (?:loss|in\ (?:local\ )?grad)|\bNaN\ (?:in|detected)
       | Segmentation\ fault|core\ dumped|\bKilled\b|\bSIG(?:KILL|SEGV|ABRT|BUS|TERM)\b|killed\ by\ signal
@@ -158,6 +165,13 @@ _WEAK_ERROR_RE = re.compile(
     re.IGNORECASE,
 )
 _BENIGN_LEVEL_RE = re.compile(r"\b(?:INFO|DEBUG|TRACE|NOTICE)\b|\[I\s|^\s*I\d{4}\s")
+_WEAK_EXTRA_RE = re.compile(r"(?i)\b(?:cannot|unable to|could not) connect\b")
+# Loss values: a non-finite one (an error line) and a finite one (training goes on: an earlier NaN recovered).
+_NONFINITE_LOSS_RE = re.compile(
+    r"(?i)\b(?:lm[ _])?loss\b[^|,;]{0,20}?[:=]\s*-?(?:nan|inf)\b|\bgrad[ _]norm\b[^|,;]{0,20}?[:=]\s*(?:nan|inf)\b"
+    r"|\bloss is (?:nan|inf)|^\W*loss\s*\|\s*(?:nan|inf)\b"
+)
+_FINITE_LOSS_RE = re.compile(r"(?i)\b(?:lm[ _])?loss\b[^|,;:=]{0,20}?(?:[:=]|\bis\b)\s*[-+]?\d")
 
 _TB_START_RE = re.compile(r"Traceback \(most recent call last\)")
 _TB_BODY_RE = re.compile(
@@ -370,7 +384,8 @@ _ERROR_TRIGGERS = (
     "sigkill", "sigsegv", "sigabrt", "sigbus", "sigterm", "exit", "terminate called", "what():", "fatal", "fail",
     "severe", "critical", "panic", "emerg", "alert", "watchdog", "due to", "slurmstepd", "abort", "timed out",
     "timeout", "refused", "unreachable", "connection reset", "connection closed", "no space left",
-    "permission denied", "no such file",
+    "permission denied", "no such file", "fault", "evicted", "preempt", "low on resource", "lost",
+    "got completion", "loss is", "| nan", "| inf", "cannot connect", "unable to connect", "exhausted",
 )  # fmt: skip
 
 
@@ -386,7 +401,8 @@ def is_error_line(text: str) -> bool:
             return False
     if _STRONG_ERROR_RE.search(text):
         return True
-    return bool(_WEAK_ERROR_RE.search(text)) and not _BENIGN_LEVEL_RE.search(text)
+    weak = _WEAK_ERROR_RE.search(text) or _WEAK_EXTRA_RE.search(text)
+    return bool(weak) and not _BENIGN_LEVEL_RE.search(text)
 
 
 class LogCompressor:
@@ -433,6 +449,8 @@ class LogCompressor:
         self.dropped_by_rule: dict[str, int] = {r.id: 0 for r in self.rules}
         self.truncated = 0
         self.blank_lines = 0
+        self.last_finite_loss_line = 0  # the last line that logged a finite loss after a non-finite one
+        self._nonfinite_pending = False  # a NaN/Inf loss was kept and no finite loss has followed yet
         self._started = time.perf_counter()
 
     # -- kept lines -------------------------------------------------------------------------------------
@@ -502,26 +520,47 @@ class LogCompressor:
     # -- main loop --------------------------------------------------------------------------------------
     def feed(self, number: int, original: str) -> None:
         self.lines_in += 1
+        if "\r" not in original:
+            self._feed_segment(number, original)
+            return
+        # A progress bar redrawn with carriage returns makes one physical line of many screens, and an error
+        # printed meanwhile lands after a "\r" -- possibly far beyond max_line_chars. The line stands for its
+        # error segments when it has some (the bar's states dropped, so the error is kept whole and compared
+        # with the same error printed elsewhere), else for the bar's last state.
+        segments = [seg for seg in original.split("\r") if seg.strip()]
+        if not segments:
+            self.blank_lines += 1
+            return
+        if not is_error_line(original):  # the common case, a bar alone: one check for the whole line
+            self._feed_segment(number, segments[-1])
+            return
+        flags = [is_error_line(strip_prefix(seg)[0]) for seg in segments]
+        if not any(flags):
+            self._feed_segment(number, segments[-1])
+            return
+        errors = "\r".join(seg for seg, flag in zip(segments, flags, strict=True) if flag)
+        first = flags.index(True)
+        # Shown with the bar's state when the error came (the job's progress), if that is short.
+        lead = segments[first - 1] if first > 0 and len(segments[first - 1]) <= 500 else ""
+        self._feed_segment(number, errors, shown=f"{lead}\r{errors}" if lead else errors)
+
+    def _feed_segment(self, number: int, original: str, shown: str | None = None) -> None:
+        """Classify and keep one line (``shown`` is the text kept when it differs from ``original``)."""
+        text = original if shown is None else shown
         bare, rank = strip_prefix(original)
-        error = None
-        if "\r" in bare:
-            # A tqdm bar rewrites itself with "\r"; an error appended to a bar stays visible in the full line.
-            error = is_error_line(bare)
-            if not error:
-                bare = bare.rsplit("\r", 1)[-1] or bare.strip("\r")
         stream = rank or ""
         state = self._tb_state.touch(stream)
         if state is not None:
             if state == "tb":
                 if _TB_BODY_RE.match(bare) or _TB_START_RE.search(bare):
                     if bare.strip():
-                        self._keep_error(number, original, error_key(bare), KIND_TRACEBACK, rank)
+                        self._keep_error(number, text, error_key(bare), KIND_TRACEBACK, rank)
                     else:
                         self.blank_lines += 1
                     self._recent.append((number, original, True))
                     return
                 if _EXC_LINE_RE.match(bare):
-                    self._keep_error(number, original, error_key(bare), KIND_ERROR, rank)
+                    self._keep_error(number, text, error_key(bare), KIND_ERROR, rank)
                     self._tb_state.put(stream, "cont:10")
                     self._recent.append((number, original, True))
                     return
@@ -529,24 +568,29 @@ class LogCompressor:
             else:  # continuation lines of a multi-line exception message
                 remaining = int(state.split(":", 1)[1])
                 if remaining > 0 and bare[:1] in (" ", "\t") and bare.strip():
-                    self._keep_error(number, original, error_key(bare), KIND_ERROR, rank)
+                    self._keep_error(number, text, error_key(bare), KIND_ERROR, rank)
                     self._tb_state.put(stream, f"cont:{remaining - 1}")
                     self._recent.append((number, original, True))
                     return
                 self._tb_state.pop(stream, None)
         if _TB_START_RE.search(bare):
             self._tb_state.put(stream, "tb")
-            self._keep_error(number, original, error_key(bare), KIND_TRACEBACK, rank)
+            self._keep_error(number, text, error_key(bare), KIND_TRACEBACK, rank)
             self._recent.append((number, original, True))
             return
-        if error or (error is None and is_error_line(bare)):
-            self._keep_error(number, original, error_key(bare), KIND_ERROR, rank)
+        if is_error_line(bare):
+            if "oss" in bare or "norm" in bare:
+                self._nonfinite_pending = self._nonfinite_pending or bool(_NONFINITE_LOSS_RE.search(bare))
+            self._keep_error(number, text, error_key(bare), KIND_ERROR, rank)
             self._recent.append((number, original, True))
             return
         self._recent.append((number, original, False))
         if not bare.strip():
             self.blank_lines += 1
             return
+        if self._nonfinite_pending and "oss" in bare and _FINITE_LOSS_RE.search(bare):
+            self.last_finite_loss_line = number
+            self._nonfinite_pending = False
         rule = self._match_rule(bare)
         if rule is not None:
             if rule.keep_first is None:
@@ -570,6 +614,14 @@ class LogCompressor:
             templates.append(
                 {"line": entry["line"], "template": template, "text": entry["text"], "count": entry["count"]}
             )
+        # A NaN/Inf loss that a finite loss followed was a transient spike the training recovered from.
+        for kept_line in self._kept:
+            if (
+                kept_line.kind == KIND_ERROR
+                and kept_line.line < self.last_finite_loss_line
+                and _NONFINITE_LOSS_RE.search(strip_prefix(kept_line.text)[0])
+            ):
+                kept_line.kind = KIND_RECOVERED
         # A context line that is also its template's representative is listed once, as the template.
         represented = {t["line"] for t in templates}
         kept = sorted(
@@ -585,6 +637,7 @@ class LogCompressor:
             "templates": len(templates),
             "truncated": self.truncated,
             "blank_lines": self.blank_lines,
+            "last_finite_loss_line": self.last_finite_loss_line,
             "dropped_by_rule": dict(self.dropped_by_rule),
         }
         return CompressedLog(lines=kept, templates=templates, stats=stats)

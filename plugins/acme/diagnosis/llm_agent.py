@@ -26,7 +26,7 @@ from typing import Any
 
 from acme.diagnosis.llm_endpoint import AgentUnavailable, LLMEndpoint, chat_completion
 from acme.diagnosis.regex_safety import regex_problem
-from acme.diagnosis.rules import ATTRIBUTIONS, CATEGORIES, EXTRA_REASONS, TAXONOMY, UNKNOWN
+from acme.diagnosis.rules import ATTRIBUTIONS, CATEGORIES, EXTRA_REASONS, TAXONOMY, UNKNOWN, attribution_of
 from acme.diagnosis.untrusted import (
     LogLine,
     delimit,
@@ -82,8 +82,7 @@ ANSWER_SCHEMA: dict[str, Any] = {
 
 def _system_prompt() -> str:
     taxonomy = "\n".join(
-        f"- {reason} ({category}, blame: {ATTRIBUTION_BY_CATEGORY[category]})"
-        for reason, category in REASONS.items()
+        f"- {reason} ({category}, blame: {attribution_of(reason)})" for reason, category in REASONS.items()
     )
     return (
         "You diagnose why a failed GPU training or inference job in a datacenter failed.\n"
@@ -173,8 +172,8 @@ def validate_answer(payload: dict[str, Any], shown: list[LogLine]) -> AgentAnswe
             problems.append(f"reason {reason} belongs to category {expected}, not {category!r}")
         if attribution not in ATTRIBUTIONS:
             problems.append(f"attribution {attribution!r} is not one of {', '.join(ATTRIBUTIONS)}")
-        elif attribution != ATTRIBUTION_BY_CATEGORY[expected]:
-            problems.append(f"a {expected} failure is attributed to {ATTRIBUTION_BY_CATEGORY[expected]}")
+        elif attribution != attribution_of(reason):
+            problems.append(f"a {reason} failure is attributed to {attribution_of(reason)}")
 
     confidence = payload.get("confidence")
     if isinstance(confidence, bool) or not isinstance(confidence, (int, float)) or not 0 <= confidence <= 1:

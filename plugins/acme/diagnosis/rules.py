@@ -1,13 +1,22 @@
 """Rule-based root-cause diagnosis of failed jobs (the offline half of the paper's failure diagnosis).
 
 The log is compressed first (:mod:`acme.diagnosis.compress`); the rules of ``include/diagnosis/rules.yaml``
-are then searched in its error and traceback lines. Every rule names a failure reason of the paper's
-taxonomy (Table 3) -- plus ``LossSpike`` and ``GPUDriverFault`` -- with a priority: root causes (ECC,
-NVLink, a lost GPU, CUDA errors, out of memory, specific Python exceptions) rank above their symptoms
+are then searched in its error and traceback lines, and in the job's scheduler facts (line 0, see
+:mod:`acme.diagnosis.metadata`). Every rule names a failure reason with a priority: root causes (ECC,
+NVLink, a lost GPU, CUDA/HIP errors, out of memory, specific Python exceptions) rank above their symptoms
 (NCCL watchdog timeouts, connection resets, bare RuntimeErrors), because one hardware fault makes every
 other rank log a timeout. The highest-priority match wins; among equal priorities, the earliest line (the
-first rank to fail). When nothing matches the answer is ``Unknown`` with confidence 0: never a guess dressed
-as a rule.
+first rank to fail). A rule may name rules it must *precede* to count as their cause (``must_precede``): an
+InfiniBand completion error logged before an NCCL error explains it, but the same text inside the NCCL
+error's own message ("Last error: NET/IB ...") is only its detail, and the NCCL error is the answer. When
+nothing matches the answer is ``Unknown`` with confidence 0: never a guess dressed as a rule.
+
+Reasons: the paper's taxonomy (Table 3, :data:`TAXONOMY`) plus :data:`EXTRA_REASONS`. Outcomes outside the
+taxonomy -- the job was ended from outside (scheduler time limit, preemption, cancellation, pod eviction or
+admission failure, a kill signal with no cause logged) -- carry the fourth category ``External``, so the
+report's failure table shows them as their own row instead of hiding them in Unknown; their attribution is
+``user`` for what the user asked for (time limit, cancellation) and ``infrastructure`` otherwise
+(:data:`EXTERNAL_ATTRIBUTION`). Unknown (category None) is kept for jobs with no evidence at all.
 
 Evidence lines and compressed output go through :func:`redact`, which masks tokens, keys and passwords.
 """
@@ -35,11 +44,50 @@ TAXONOMY: dict[str, str] = {
     "PermissionError": "Script", "ImportError": "Script", "KeyError": "Script", "SyntaxError": "Script",
     "ArgumentError": "Script", "CalledProcessError": "Script", "IndexError": "Script",
 }  # fmt: skip
-# Reasons added to the taxonomy by this project (see rules.yaml for why).
-EXTRA_REASONS: dict[str, str] = {"LossSpike": "Framework", "GPUDriverFault": "Infrastructure"}
-CATEGORIES = ("Infrastructure", "Framework", "Script")
+# Reasons added to the taxonomy by this project (see rules.yaml's header for why).
+EXTRA_REASONS: dict[str, str] = {
+    "LossSpike": "Framework",  # NaN/Inf loss or gradient norm, loss-scale collapse
+    "GPUDriverFault": "Infrastructure",  # GSP/micro-controller Xids, NVML driver mismatch
+    "NCCLError": "Infrastructure",  # NCCL/RCCL system, internal, CUDA and usage errors (not timeouts)
+    "SideServiceError": "Infrastructure",  # wandb, metrics pushers, log shippers unreachable
+    "SegmentationFault": "Framework",  # SIGSEGV in native code (exit code 139 / -11)
+    # Outside the taxonomy: the job was ended from outside.
+    "SchedulerTimeLimit": "External",  # Slurm TIMEOUT, "DUE TO TIME LIMIT", Kubernetes DeadlineExceeded
+    "Preempted": "External",  # Slurm PREEMPTED / requeue
+    "JobCancelled": "External",  # scancel / CANCELLED by a user
+    "PodEvicted": "External",  # kubelet node-pressure eviction
+    "AdmissionError": "External",  # Kubernetes UnexpectedAdmissionError (device plugin could not allocate)
+    "KilledBySignal": "External",  # SIGKILL/SIGTERM (exit 137/143) with no cause logged
+}
+EXTERNAL_ATTRIBUTION: dict[str, str] = {
+    "SchedulerTimeLimit": "user",  # the requested wall time ran out
+    "JobCancelled": "user",
+    "Preempted": "infrastructure",
+    "PodEvicted": "infrastructure",
+    "AdmissionError": "infrastructure",
+    "KilledBySignal": "infrastructure",  # the job's own code did not fail; something outside killed it
+}
+CATEGORIES = ("Infrastructure", "Framework", "Script", "External")
 ATTRIBUTIONS = ("infrastructure", "user")
 UNKNOWN = "Unknown"
+
+
+def category_of(reason: str) -> str | None:
+    """The category of a reason (None for Unknown or a reason this version does not know)."""
+    return {**TAXONOMY, **EXTRA_REASONS}.get(reason)
+
+
+def attribution_of(reason: str) -> str | None:
+    """Who a reason is usually attributed to: infrastructure for Infrastructure, the user for Framework
+    and Script, and per outcome for External (:data:`EXTERNAL_ATTRIBUTION`); None for Unknown."""
+    category = category_of(reason)
+    if category is None:
+        return None
+    if category == "External":
+        return EXTERNAL_ATTRIBUTION[reason]
+    return "infrastructure" if category == "Infrastructure" else "user"
+
+
 _DIAGNOSED_KINDS = ("error", "traceback")
 _MAX_EVIDENCE = 5
 
@@ -55,6 +103,9 @@ class Rule:
     mitigation: str
     version: int
     provenance: str
+    # Labelled-corpus sources the patterns were written from (the accuracy scoring leaves the rule out for them).
+    sources: tuple[str, ...] = ()
+    must_precede: tuple[str, ...] = ()  # rule ids this root cause must be logged before to explain
 
     def search(self, text: str) -> bool:
         return any(p.search(text) for p in self.patterns)
@@ -146,6 +197,12 @@ def parse_rules(document: Any, source: str = "<rules>") -> list[Rule]:
                 compiled.append(re.compile(str(raw)))
             except re.error as exc:
                 raise ConfigError(f"{where}: invalid pattern {raw!r}: {exc}") from exc
+        sources = entry.get("sources") or []
+        must_precede = entry.get("must_precede") or []
+        if not isinstance(sources, list) or not all(isinstance(x, str) for x in sources):
+            raise ConfigError(f"{where}: sources must be a list of corpus source ids")
+        if not isinstance(must_precede, list) or not all(isinstance(x, str) for x in must_precede):
+            raise ConfigError(f"{where}: must_precede must be a list of rule ids")
         rules.append(
             Rule(
                 id=rule_id,
@@ -157,8 +214,16 @@ def parse_rules(document: Any, source: str = "<rules>") -> list[Rule]:
                 mitigation=str(entry["mitigation"]).strip(),
                 version=int(entry["version"]),
                 provenance=str(entry.get("provenance", "")),
+                sources=tuple(sources),
+                must_precede=tuple(must_precede),
             )
         )
+    for rule in rules:
+        missing = sorted(set(rule.must_precede) - seen)
+        if missing:
+            raise ConfigError(
+                f"{source}: rule {rule.id!r}: must_precede names unknown rules {', '.join(missing)}"
+            )
     return rules
 
 
@@ -174,11 +239,19 @@ def diagnose_lines(kept: Iterable[tuple[int, str]], rules: list[Rule] | None = N
                 matches.setdefault(rule.id, []).append((number, text))
     if not matches:
         return Diagnosis(reason=UNKNOWN, category=None, attribution=None, confidence=0.0)
-    best = max(matches, key=lambda rid: (by_id[rid].priority, -min(n for n, _ in matches[rid])))
+    first = {rid: min(n for n, _ in found) for rid, found in matches.items()}
+    best = max(matches, key=lambda rid: (by_id[rid].priority, -first[rid]))
+    # A root cause that must precede some rules explains them only when logged before them; logged in the
+    # same line or after, it is their detail ("Last error: NET/IB ...") and the earliest of them wins.
+    explained = [rid for rid in by_id[best].must_precede if rid in matches and first[rid] <= first[best]]
+    if explained:
+        best = max(explained, key=lambda rid: (by_id[rid].priority, -first[rid]))
     rule = by_id[best]
     # Confidence: a root cause (priority >= 75) is strong evidence; a symptom alone much weaker. Another
     # rule of the same priority pointing at a different reason halves the margin.
     confidence = 0.9 if rule.priority >= 75 else 0.75 if rule.priority >= 55 else 0.5
+    if rule.category == "External" and rule.priority >= 50:
+        confidence = 0.9  # the scheduler itself says how the job ended (time limit, preemption, cancellation)
     rivals = {by_id[r].reason for r in matches if by_id[r].priority == rule.priority} - {rule.reason}
     if rivals:
         confidence -= 0.2

@@ -41,7 +41,7 @@ def log_root() -> str:
 def embedding() -> str:
     """Which embedding the vector store uses (``ACME_DIAGNOSIS_EMBEDDING``): ``minilm`` (the packaged
     all-MiniLM-L6-v2, falling back to lexical when it cannot load) or ``lexical`` (hashed TF-IDF)."""
-    value = _env("ACME_DIAGNOSIS_EMBEDDING", "minilm").lower()
+    value = _env("ACME_DIAGNOSIS_EMBEDDING", "lexical").lower()
     if value not in EMBEDDINGS:
         raise ConfigError(f"ACME_DIAGNOSIS_EMBEDDING={value!r} must be one of {', '.join(EMBEDDINGS)}")
     return value

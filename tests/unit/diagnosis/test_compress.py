@@ -197,3 +197,46 @@ def test_synthetic_generator_is_deterministic_and_supports_every_failure():
     assert first == list(iter_training_log(2_000, seed=9, failure="ECCError"))
     for failure in SUPPORTED_FAILURES:
         assert any(label != "routine" for _, label in iter_training_log(300, failure=failure, labelled=True))
+
+
+def _bar(steps: int) -> str:
+    return "".join(
+        f"Epoch 0: {i:3d}%|{'#' * (i // 5):<20}| {i * 320}/32000 [00:{i:02d}<01:00, loss=2.6]\r"
+        for i in range(steps)
+    )
+
+
+def test_an_error_after_a_long_carriage_return_progress_bar_is_kept_whole_and_folded():
+    error = "RuntimeError: CUDA error: an illegal memory access was encountered"
+    lines = ["[rank0]: starting", _bar(100) + f"[rank0]: {error}", f"[rank1]: {error}", _bar(50)]
+    assert len(lines[1]) > 7000  # far beyond max_line_chars: the error must not be cut off
+    kept = [k for k in compress_log(lines).lines if k.kind == KIND_ERROR]
+    assert [(k.line, k.count, k.ranks) for k in kept] == [(2, 2, ["0", "1"])]
+    # Kept whole, after the bar's state when it came (the older states dropped).
+    assert kept[0].text.startswith("Epoch 0:  99%") and kept[0].text.endswith(f"\r[rank0]: {error}")
+    assert kept[0].text.count("\r") == 1
+    from acme.diagnosis.rules import diagnose_log
+
+    assert diagnose_log(lines).reason == "CUDAError"
+
+
+def test_a_progress_bar_line_without_error_is_one_line_not_many():
+    compressed = compress_log(["header", _bar(40), "footer"])
+    assert compressed.stats["lines_in"] == 3 and compressed.stats["kept_errors"] == 0
+    assert sorted(k.line for k in compressed.lines) == sorted({k.line for k in compressed.lines})
+
+
+def test_a_nan_loss_that_training_recovered_from_is_not_blamed():
+    from acme.diagnosis.compress import KIND_RECOVERED
+    from acme.diagnosis.rules import diagnose_log
+
+    spike = " iteration      30/ 1000 | lm loss: nan | grad norm: nan | loss scale: 16384.0 |"
+    after = [f" iteration {i:7d}/ 1000 | lm loss: {3.0 - i / 100:.6E} | grad norm: 1.2 |" for i in (40, 50)]
+    compressed = compress_log([spike, *after])
+    assert [k.kind for k in compressed.lines if k.line == 1] == [KIND_RECOVERED]
+    assert diagnose_log([spike, *after]).reason == "Unknown"
+    assert diagnose_log([spike, *after], job={"state": "TIMEOUT"}).reason == "SchedulerTimeLimit"
+    crash = "[rank2]: RuntimeError: CUDA error: an illegal memory access was encountered"
+    assert diagnose_log([spike, *after, crash]).reason == "CUDAError"
+    # A NaN the training did not get past is the failure.
+    assert diagnose_log([*after, spike]).reason == "LossSpike"

@@ -13,8 +13,12 @@ import yaml
 from acme.diagnosis.compress import compress_cli
 from acme.diagnosis.diagnose_cli import diagnose_log_cli
 from acme.diagnosis.rules import (
+    CATEGORIES,
+    EXTRA_REASONS,
     TAXONOMY,
     UNKNOWN,
+    attribution_of,
+    category_of,
     diagnose_log,
     load_rules,
     parse_rules,
@@ -200,3 +204,81 @@ def test_accuracy_on_labelled_real_errors():
         print("MISS", line)
     assert category_acc >= 0.9
     assert reason_acc >= 0.8
+
+
+# Real lines (tests/fixtures/diagnosis/corpus: NVIDIA/nccl#1405, tatsu-lab/stanford_alpaca#207).
+IB_LINE = (
+    "kp-ddp-worker-0:3468:3905 [4] ib_plugin.c:1615 NCCL WARN NET/IB : Got completion from peer "
+    "10.216.210.236<54862> with status=12 opcode=0 len=0 vendor err 129 (Recv)"
+)
+NCCL_NAMING_IB = (
+    "terminate called after throwing an instance of 'std::runtime_error' what(): NCCL error: remote process "
+    "exited or there was a network error, NCCL version 2.14.3 ncclRemoteError: A call failed possibly due to a "
+    "network error or a remote process exiting prematurely. Last error: NET/IB : Got completion from peer "
+    "11.214.147.122<39138> with error 12, opcode 0, len 0, vendor err 129"
+)
+
+
+def test_an_nccl_error_naming_ib_is_an_nccl_error_unless_the_ib_line_came_first():
+    assert diagnose_log([NCCL_NAMING_IB]).reason == "NCCLRemoteError"
+    assert diagnose_log([NCCL_NAMING_IB, IB_LINE]).reason == "NCCLRemoteError"  # the IB line came after
+    earlier = diagnose_log([IB_LINE, NCCL_NAMING_IB])
+    assert earlier.reason == "NetworkError" and earlier.evidence[0]["line"] == 1
+    system = (
+        "RuntimeError: NCCL error in: ProcessGroupNCCL.cpp:825, unhandled system error, NCCL version 2.7.8"
+    )
+    assert diagnose_log([system]).reason == "NCCLError"
+    assert diagnose_log([IB_LINE, system]).reason == "NetworkError"
+
+
+def test_a_slurm_step_cancelled_after_a_task_failed_is_not_a_users_cancellation():
+    # srun tears a step down after one of its tasks died; the task's failure is the cause (NERSC Cori-GPU log).
+    segfault = "srun: error: cgpu12: task 0: Segmentation fault"
+    step = "0: slurmstepd: error: *** STEP 405737.0 ON cgpu12 CANCELLED AT 2020-01-16T23:05:49 ***"
+    job = "slurmstepd: error: *** JOB 1809562 ON r6i5n1 CANCELLED AT 2021-05-23T08:29:53 ***"
+    assert diagnose_log([segfault, step]).reason == "SegmentationFault"
+    assert diagnose_log([step]).reason == "JobCancelled"  # on its own it still says what it says
+    assert diagnose_log([step, job]).reason == "JobCancelled"  # a scancel of the batch job logs both
+    killed = "srun: error: nid001: task 3: Killed"  # srun's report of a killed task, logged before the step
+    assert diagnose_log([killed, step]).reason == "KilledBySignal"
+
+
+def test_must_precede_names_known_rules():
+    with pytest.raises(ConfigError, match="must_precede names unknown rules nope"):
+        parse_rules({"rules": [_rule(must_precede=["nope"])]})
+    with pytest.raises(ConfigError, match="sources must be a list"):
+        parse_rules({"rules": [_rule(sources="x#1")]})
+
+
+@pytest.mark.parametrize(
+    ("line", "reason"),
+    [
+        ("NVRM: Xid (PCI:0000:06:00): 79, GPU has fallen off the bus.", "NodeFailure"),
+        ("Memory access fault by GPU node-2 (Agent handle: 0x56468ab3bb50) on address 0x7fe55fb03000.", "CUDAError"),
+        ("RuntimeError: HIP error: invalid device function", "CUDAError"),
+        ("rocBLAS error: [HIP error](invalid resource handle)", "CUDAError"),
+        ("torch.OutOfMemoryError: HIP out of memory. Tried to allocate 4.50 GiB.", "OutOfMemoryError"),
+        ("Exception: Current loss scale already at minimum - cannot decrease scale anymore. Exiting run.", "LossSpike"),
+        ("wandb: Network error (ConnectionError), entering retry loop.", "SideServiceError"),
+        ("slurmstepd: error: *** JOB 608 ON n1 CANCELLED AT 2022-08-12T02:06:12 DUE TO JOB REQUEUE ***", "Preempted"),
+        ("slurmstepd: error: *** JOB 1809562 ON r6i5n1 CANCELLED AT 2021-05-23T08:29:53 ***", "JobCancelled"),
+        ("[rank0]:[E321 ProcessGroupNCCL.cpp:607] [Rank 0] Watchdog caught collective operation timeout: "
+         "WorkNCCL(SeqNum=1580, OpType=ALLREDUCE, Timeout(ms)=600000)", "NCCLTimeoutError"),
+        # Routine dynamic loss scaling is no failure.
+        ("[INFO] [stage3.py:2323:_overflow_clean_up] [deepscale] OVERFLOW! Rank 0 Skipping step. Attempted loss "
+         "scale: 16777216.0, reducing to 8388608.0", UNKNOWN),
+    ],
+)  # fmt: skip
+def test_rules_for_what_real_clusters_see(line, reason):
+    diagnosis = diagnose_log([line])
+    assert diagnosis.reason == reason
+    assert diagnosis.category == (None if reason == UNKNOWN else {**TAXONOMY, **EXTRA_REASONS}[reason])
+
+
+def test_every_reason_has_a_category_and_an_attribution():
+    for reason in {**TAXONOMY, **EXTRA_REASONS}:
+        assert category_of(reason) in CATEGORIES
+        assert attribution_of(reason) in ("infrastructure", "user")
+    assert category_of(UNKNOWN) is None and attribution_of(UNKNOWN) is None
+    for rule in load_rules():
+        assert rule.category == category_of(rule.reason)

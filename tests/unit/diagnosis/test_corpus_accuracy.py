@@ -1,0 +1,96 @@
+"""The diagnosis scored on the labelled corpus of real public failures, leave-one-source-out.
+
+The scoring is benchmarks/bench_diagnosis_accuracy.py's; this test runs it (rules only -- retrieval is
+measured there, it does not raise these figures) and fails when a goal of issue 15 is missed. Timing is not
+measured here.
+
+One goal is not met yet: the root cause of whole logs (issue 15 asks for 85%; 20 of the 24 whole logs are right,
+leave-one-source-out). That test is marked xfail(strict), so it fails as soon as the goal is met and the mark must
+go; meanwhile the set of logs diagnosed wrong is pinned to the misses docs/diagnosis-accuracy.md explains, so any
+new miss (or a fixed one) fails the suite.
+"""
+
+from __future__ import annotations
+
+import pytest
+from benchmarks.bench_diagnosis_accuracy import GOALS, evaluate, load_corpus, rules_without
+
+from acme.diagnosis.rules import EXTRA_REASONS, TAXONOMY, UNKNOWN, load_rules
+
+
+@pytest.fixture(scope="module")
+def result():
+    return evaluate(embeddings=())
+
+
+def test_the_corpus_is_big_and_varied_enough():
+    lines, logs = load_corpus()
+    assert len(lines) >= 300 and len({c.source for c in lines}) >= 60
+    assert {c.reason for c in lines} >= {"CUDAError", "NCCLError", "NetworkError", "SideServiceError",
+                                         "LossSpike", "NodeFailure", "OutOfMemoryError", "KilledBySignal"}  # fmt: skip
+    assert (
+        len(logs) >= 28 and sum(not log.excerpt for log in logs) >= 24 and all(log.decisive for log in logs)
+    )
+    assert len({log.source for log in logs if not log.excerpt}) >= 15
+
+
+def test_labels_are_known_reasons_and_rule_sources_are_corpus_sources():
+    lines, logs = load_corpus()
+    known = {**TAXONOMY, **EXTRA_REASONS, UNKNOWN: None}
+    for case in [*lines, *logs]:
+        assert case.reason in known and set(case.alternatives) <= set(known), case
+    sources = {c.source for c in lines} | {c.source for c in logs}
+    for rule in load_rules():
+        assert set(rule.sources) <= sources, (rule.id, set(rule.sources) - sources)
+
+
+def test_leave_one_source_out_drops_the_rules_written_from_that_source():
+    rules = load_rules()
+    sourced = next(r for r in rules if r.sources)
+    assert sourced not in rules_without(sourced.sources[0], rules)
+    assert sourced in rules_without("no/such#1", rules)
+
+
+def test_single_lines_meet_the_goals(result):
+    lines = result["variants"]["rules"]["lines"]
+    print(f"\nsingle lines: reason {lines['reason']:.3f}, category {lines['category']:.3f}, "
+          f"attribution {lines['attribution']:.3f}, unknown {lines['unknown_share']:.3f} of {lines['total']}")  # fmt: skip
+    fresh = lines["never_tuned_on"]
+    print(f"the {fresh['total']} lines of sources never tuned on: reason {fresh['reason']:.3f}, "
+          f"category {fresh['category']:.3f}")  # fmt: skip
+    for miss in lines["misses"]:
+        print("MISS", miss["source"], miss["expected"], "->", miss["got"], miss["where"][:100])
+    assert lines["reason"] >= GOALS["line_reason"]
+    assert lines["category"] >= GOALS["line_category"]
+
+
+# The logs diagnosed wrong, each explained in docs/diagnosis-accuracy.md ("Every miss, and why").
+DOCUMENTED_LOG_MISSES = {
+    "bigscience-tr1-13b-faulty-gpu-oom",  # needs the job history (same node, previous ECC crash)
+    "nersc-cgpu-mpi-cuda-422332",  # UCX's verbs-call spelling is only in a rule written from this source
+    "alcf-polaris-cosmoflow-dali-28ggfh6r",  # no general signature for DALI's reader failing to open its files
+    "olcf-frontier-allgather-bench-2985166",  # srun's plural "tasks 8,11,13: Killed" only in a -seen rule
+    "autodl-gemma2-hf-trainer-keyboardinterrupt",  # no rule for a user's KeyboardInterrupt
+}
+
+
+def test_compression_keeps_the_decisive_lines(result):
+    logs = result["variants"]["rules"]["logs"]
+    print(f"\nlogs: decisive lines kept {logs['decisive_recall']:.3f} of {logs['decisive_lines']}")
+    assert logs["decisive_recall"] >= GOALS["decisive_recall"], logs["decisive_missed"]
+
+
+def test_the_logs_diagnosed_wrong_are_the_documented_misses(result):
+    logs = result["variants"]["rules"]["logs"]
+    for miss in logs["misses"]:
+        print("MISS", miss["where"], miss["expected"], "->", miss["got"], miss["rule"])
+    assert {miss["where"] for miss in logs["misses"]} == DOCUMENTED_LOG_MISSES
+
+
+@pytest.mark.xfail(
+    strict=True, reason="issue 15 goal not met yet: root cause right on 20 of 24 whole logs (83.3%)"
+)
+def test_whole_logs_meet_the_root_cause_goal(result):
+    whole = result["variants"]["rules"]["logs"]["whole_logs_reason"]
+    print(f"\nwhole logs: root cause {whole['reason']:.3f} ({whole['right']} of {whole['total']})")
+    assert whole["reason"] >= GOALS["log_reason"]
