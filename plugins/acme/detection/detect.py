@@ -6,7 +6,9 @@
   last ``hang_minutes``, while at least half of the GPUs read ``gpu_util`` >= ``busy_util_min`` (a
   collective is resident and spinning). GPUs at low utilization while their peers spin are named: they
   left the collective (a crashed rank, a lost GPU) and are the first suspects. The same quiet for
-  ``stall_minutes`` without a resident kernel is a **stall**.
+  ``stall_minutes`` without a resident kernel is a **stall**; so is spinning that began right after such
+  a pause, because that is how a checkpoint ends (all ranks write, then wait in a barrier for the
+  slowest writer), so only the longer time tells a hang there from a slow writer.
 * **Fail-slow** -- in each of the last ``slow_windows`` windows of ``slow_window_minutes``, while the job
   computes (its peers' median SM activity >= ``slow_active_sm_min``), a node's median GPU SM activity or its
   InfiniBand traffic is below ``slow_ratio`` x the median of the other nodes. Jobs of fewer than
@@ -100,6 +102,10 @@ def detect_hang(t: Telemetry, s: DetectionSettings) -> Finding | None:
         if run == 0 or duration + 1e-9 < minutes:
             continue
         first = last + 1 - run
+        if kind == HANG and first > 0 and quiet[first - 1]:
+            # Spinning right after a pause without kernels is how a checkpoint ends (every rank writes,
+            # then waits in a barrier for the slowest writer): only the stall rule's longer time applies.
+            continue
         window = slice(first, last + 1)
         lagging = np.flatnonzero(
             np.nanmean(np.where(reporting[:, window], spinning[:, window], np.nan), axis=1) < 0.5
@@ -115,7 +121,7 @@ def detect_hang(t: Telemetry, s: DetectionSettings) -> Finding | None:
         what = (
             f"{spin}/{t.gpus} GPUs at gpu_util>={s.busy_util_min:g}% (a collective spinning)"
             if kind == HANG
-            else f"no kernel resident (gpu_util<{s.busy_util_min:g}% on most GPUs)"
+            else f"{spin}/{t.gpus} GPUs at gpu_util>={s.busy_util_min:g}% on average (no progress, pause or spin)"
         )
         ib_text = (
             f"InfiniBand tx+rx<={_fmt_bps(s.ib_idle_bps)} on {len(t.nodes)}/{len(t.nodes)} nodes "

@@ -79,6 +79,8 @@ def detect_cluster(
         telemetry = telemetry_from_samples(samples, nodes, start_ms, end_ms, step_s)
         for job in running["jobs"]:
             view = telemetry.select(job["nodes"])
+            started_ms = int(datetime.fromisoformat(job["start_time"]).timestamp() * 1000)
+            view = view.since(started_ms)
             if not view.gpus:
                 result["without_telemetry"].append(job["job_id"])
                 continue

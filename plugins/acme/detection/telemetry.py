@@ -51,6 +51,14 @@ class Telemetry:
     def iso(self, step: int) -> str:
         return datetime.fromtimestamp(self.time_ms(step) / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
+    def since(self, when_ms: int) -> Telemetry:
+        """The steps from ``when_ms`` on (a job's window never reaches back before the job started)."""
+        first = min(self.steps, max(0, -(-(when_ms - self.start_ms) // (self.step_s * 1000))))
+        return Telemetry(
+            self.time_ms(first), self.step_s, self.steps - first, self.nodes, self.gpu_node, self.gpu_index,
+            self.sm[:, first:], self.tensor[:, first:], self.util[:, first:], self.ib[:, first:],
+        )  # fmt: skip
+
     def select(self, nodes: Sequence[str]) -> Telemetry:
         """The rows of ``nodes`` (in that order; a node without telemetry gets no GPU rows, NaN IB)."""
         import numpy as np

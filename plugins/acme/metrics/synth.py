@@ -51,7 +51,8 @@ reads 100 % while tensor cores do nothing, SM activity is the few SMs of NCCL's 
 traffic stops, power near idle -- as reported in NVIDIA/nccl#968, #257, #238, #537), ``stall`` (a hang
 with no kernel resident: everything at idle), ``straggler`` (one node's SM, tensor and InfiniBand
 activity scaled by ``factor``) and the healthy-but-idle phases ``checkpoint`` (GPUs idle, no RDMA: the
-checkpoint goes to storage over the frontend network), ``data_stall`` (the same, shorter) and ``eval``
+checkpoint goes to storage over the frontend network), ``barrier`` (ranks spinning in an NCCL barrier
+while a slower node still writes its shard: a hang's signature, healthy), ``data_stall`` and ``eval``
 (forward passes only: moderate SM, little tensor activity and little RDMA). Without episodes (the
 default of every other function here) the output is exactly what it was before.
 
@@ -397,7 +398,7 @@ def _reflect(values, low, width):
 
 # --- training jobs and their episodes (hangs, stragglers, healthy pauses) ------------------------
 
-EPISODE_KINDS = ("hang", "stall", "straggler", "checkpoint", "data_stall", "eval")
+EPISODE_KINDS = ("hang", "stall", "straggler", "checkpoint", "barrier", "data_stall", "eval")
 FAULT_KINDS = ("hang", "stall", "straggler")
 TRAINING_LEVEL = (0.72, 0.95)  # latent intensity of a pretraining job: every metric, IB too, well above idle
 _TRAINING_FLOOR = 0.66  # the level never wanders below this (the IB curve is 0 below ~0.6)
@@ -409,6 +410,10 @@ _EPISODE_EFFECTS: dict[str, dict[str, tuple]] = {
     # channel keeps a few of the 108 SMs active; no tensor-core work and no RDMA traffic.
     "hang": {"gpu_util": (100, 100), "sm_active": (2, 25), "tensor_active": (0, 0), "gpu_power": (68, 90),
              "ib_tx": (0, 0), "ib_rx": (0, 0)},
+    # Healthy: ranks waiting at an NCCL barrier for the node still writing its checkpoint shard look
+    # exactly like a hang while the wait lasts.
+    "barrier": {"gpu_util": (100, 100), "sm_active": (2, 25), "tensor_active": (0, 0), "gpu_power": (68, 90),
+                "ib_tx": (0, 0), "ib_rx": (0, 0)},
     "stall": {"gpu_util": (0, 0), "sm_active": (0, 0), "tensor_active": (0, 0), "gpu_power": (60, 66),
               "ib_tx": (0, 0), "ib_rx": (0, 0)},
     "checkpoint": {"gpu_util": (0, 0), "sm_active": (0, 0), "tensor_active": (0, 0), "gpu_power": (60, 70),
