@@ -135,3 +135,40 @@ def detect_hangs_cli(
             p["cluster"]: {k: v for k, v in p.items() if k not in ("suspects", "cluster")} for p in passes
         },
     }
+
+
+def clusters_with_running_jobs(
+    lake: Lake, cluster: str, at: datetime, settings: DetectionSettings | None = None
+) -> list[dict[str, Any]]:
+    """``[{"cluster", "jobs"}]`` for the clusters (``all`` or one) where a GPU job with a node list runs at
+    ``at``: the DAG's short circuit, which reads only the jobs partitions."""
+    from acme.clusters import load_clusters
+    from acme.detection.running import running_gpu_jobs
+    from acme.detection.settings import DetectionSettings
+    from acme.errors import ConfigError
+
+    settings = settings or DetectionSettings.from_env()
+    clusters = load_clusters()
+    if cluster != "all" and cluster not in clusters:
+        raise ConfigError(f"unknown cluster {cluster!r}; configured: {', '.join(sorted(clusters))}")
+    plan = []
+    for name in sorted(clusters) if cluster == "all" else [cluster]:
+        running = running_gpu_jobs(lake, name, at, settings.job_lookback_days)
+        if running["jobs"]:
+            plan.append({"cluster": name, "jobs": len(running["jobs"])})
+    return plan
+
+
+def detection_moment(at_param: str | None, interval_end: datetime | None, run_after: datetime) -> datetime:
+    """The end of a run's window: the ``at`` Param, else the run's data interval end, else when it ran."""
+    from acme.errors import InputError
+
+    if at_param:
+        try:
+            moment = datetime.fromisoformat(at_param)
+        except ValueError:
+            raise InputError("at", f"{at_param!r} is not an ISO 8601 time") from None
+        if moment.tzinfo is None:
+            raise InputError("at", f"{at_param!r} has no time zone (write e.g. 2024-03-10T02:10:00+00:00)")
+        return moment.astimezone(UTC)
+    return (interval_end or run_after).astimezone(UTC)
