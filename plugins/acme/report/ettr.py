@@ -57,6 +57,10 @@ SECTION_TITLE = "Effective training time of pretraining campaigns (ETTR)"
 _RESTART_SUFFIX = re.compile(r"(?:[-_.](?:r|retry|restart|resume|rerun|attempt|try)[-_.]?\d+|[-_.]\d{1,3})$")
 JOB_COLUMNS = ("job_id", "job_name", "user", "job_type", "state", "submit_time", "start_time", "end_time",
                "gpu_num")  # fmt: skip
+CAMPAIGN_COLUMNS = ["campaign", "user", "jobs", "interruptions", "first_start", "last_end", "gpus_max", "wall_h",
+                    "productive_h", "ettr", "lost_since_checkpoint_h", "restart_latency_h", "queue_after_crash_h",
+                    "checkpoint_stall_h", "gpu_hours_lost", "checkpoint_interval_min", "checkpoint_stall_s",
+                    "restart_latency_min", "queue_min", "checkpoint_events"]  # fmt: skip
 WHATIF_INTERVALS_MIN = (15, 30, 60, 120, 240)
 WHATIF_LATENCIES_MIN = (5, 15, 60, 180)
 
@@ -290,7 +294,7 @@ def account(
             "queue_min": _median(queues) / 60 if queues else None,
             "checkpoint_events": has_events,
         })  # fmt: skip
-    campaigns_frame = pd.DataFrame(campaigns)
+    campaigns_frame = pd.DataFrame(campaigns, columns=CAMPAIGN_COLUMNS)
     if len(campaigns_frame):
         campaigns_frame = campaigns_frame.sort_values("first_start").reset_index(drop=True)
     interruptions_frame = pd.DataFrame(
@@ -347,7 +351,10 @@ def whatif(campaigns: pd.DataFrame) -> pd.DataFrame:
         for minutes in WHATIF_LATENCIES_MIN:
             row[f"ettr_latency_{minutes}min"] = expected(interval_h, minutes / 60)
         rows.append(row)
-    return pd.DataFrame(rows)
+    columns = ["campaign", "mtbf_h", "measured_ettr", "model_ettr", "interval_min", "restart_latency_min",
+               "young_optimal_interval_min"] + [f"ettr_interval_{m}min" for m in WHATIF_INTERVALS_MIN] + [
+               f"ettr_latency_{m}min" for m in WHATIF_LATENCIES_MIN]  # fmt: skip
+    return pd.DataFrame(rows, columns=columns)
 
 
 def _median(values: list[float]) -> float:
