@@ -227,6 +227,8 @@ def merge(parts: list[dict]) -> dict:
             "recall": round(len(delays) / injected, 4) if injected else None,
             "delay_min_median": round(statistics.median(delays), 2) if delays else None,
             "delay_min_max": round(max(delays), 2) if delays else None,
+            "detected_within_5min": sum(d <= 5 for d in delays),
+            "delays_min": sorted(round(d, 2) for d in delays),
         }
     alarms = sum(p["alarms"] for p in parts)
     true_alarms = sum(p["true_alarms"] for p in parts)
