@@ -47,9 +47,25 @@ def triggered(dag_id: str) -> dict[str, dict]:
         return {r.run_id: r.conf for r in session.query(DagRun).filter(DagRun.dag_id == dag_id).all()}
 
 
+def forget_triggered_runs() -> None:
+    """Drop the runs an earlier session triggered for this job (the test DB outlives a session, and a
+    trigger skips a run id that exists, so its old conf -- with an old tmp path -- would be read back)."""
+    from airflow.models import DagRun
+    from airflow.utils.session import create_session
+
+    with create_session() as session:
+        for run in session.query(DagRun).filter(DagRun.dag_id.in_(["diagnose_failures", "recover_training"])):
+            if (
+                run.run_id.startswith(f"detect__seren__{JOB_ID}__")
+                or run.run_id == f"recover__seren__{JOB_ID}"
+            ):
+                session.delete(run)
+
+
 @pytest.fixture
 def hung_job(airflow_db, lake_dir, tmp_path, monkeypatch):
     """A running 4-node Pretrain job whose collective hangs at 02:00; its nodes as a simulated cluster job."""
+    forget_triggered_runs()
     monkeypatch.setenv("ACME_DIAGNOSIS_EMBEDDING", "lexical")  # the model's load is not under test here
     monkeypatch.setenv("ACME_RECOVERY_BACKEND", "simulated")
     nodes = build_lake(lake_dir, tmp_path, [Episode("hang", tuple(range(NODES)), step_of(2), step_of(2, 30))])
