@@ -25,7 +25,10 @@ def choose_source(cluster: str, settings: DetectionSettings) -> tuple[str, str |
     from acme.clusters import load_clusters
     from acme.errors import ConfigError
 
-    metrics = getattr(load_clusters().get(cluster), "metrics", None)
+    clusters = load_clusters()
+    if cluster not in clusters:
+        raise ConfigError(f"unknown cluster {cluster!r}; configured: {', '.join(sorted(clusters))}")
+    metrics = clusters[cluster].metrics
     step = int(metrics.step_s) if metrics is not None else 15
     prometheus = metrics.input if metrics is not None and metrics.format == "prometheus" else None
     if settings.source == "prometheus" and not prometheus:
@@ -116,16 +119,10 @@ def detect_hangs_cli(
 ) -> dict:
     """``python -m acme detect-hangs``: one JSON object, the suspects of every chosen cluster (read only)."""
     from acme.clusters import load_clusters
-    from acme.errors import ConfigError
     from acme.lake import open_lake
 
     lake = open_lake(lake_uri)
-    try:
-        moment = datetime.fromisoformat(at) if at else datetime.now(UTC)
-    except ValueError:
-        raise ConfigError(f"--at {at!r} is not an ISO 8601 time") from None
-    if moment.tzinfo is None:
-        raise ConfigError(f"--at {at!r} has no time zone (write e.g. 2024-03-10T02:10:00+00:00)")
+    moment = detection_moment(at, None, datetime.now(UTC))
     names = clusters or sorted(load_clusters())
     passes = [detect_cluster(lake, name, moment, window_minutes=window) for name in names]
     return {
@@ -170,5 +167,7 @@ def detection_moment(at_param: str | None, interval_end: datetime | None, run_af
             raise InputError("at", f"{at_param!r} is not an ISO 8601 time") from None
         if moment.tzinfo is None:
             raise InputError("at", f"{at_param!r} has no time zone (write e.g. 2024-03-10T02:10:00+00:00)")
+        if not datetime(2000, 1, 2, tzinfo=UTC) <= moment <= datetime(2199, 12, 31, tzinfo=UTC):
+            raise InputError("at", f"{at_param!r} is outside 2000-2199: not a moment telemetry exists for")
         return moment.astimezone(UTC)
     return (interval_end or run_after).astimezone(UTC)

@@ -107,6 +107,9 @@ def test_the_command_prints_one_json_object_of_suspects(lake, capsys):
     assert "has no time zone" in capsys.readouterr().err
     assert main(["detect-hangs", "--lake", lake.uri, "--cluster", "seren", "--window", "1"]) == 2
     assert "shorter than the hang rule" in capsys.readouterr().err
+    assert main(["detect-hangs", "--lake", lake.uri, "--cluster", "seren/../../x"]) == 2
+    assert "unknown cluster" in capsys.readouterr().err
+    assert main(["detect-hangs", "--lake", lake.uri, "--at", "10000-01-01T00:00:00+00:00"]) == 2
 
 
 def test_prometheus_source_through_the_client_against_a_fake_server(lake, tmp_path, monkeypatch):
