@@ -120,6 +120,7 @@ bench: $(STAMP)
 	$(PY) benchmarks/bench_compress_logs.py
 	$(PY) benchmarks/bench_ingest_metrics.py
 	$(PY) benchmarks/bench_stream_memory.py
+	$(PY) benchmarks/bench_detect_hangs.py --sweep
 
 # The 30-day backfill on the local production stack (8-12 minutes; starts and stops the stack).
 bench-stack: $(STAMP)
