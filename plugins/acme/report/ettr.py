@@ -88,7 +88,9 @@ def base_name(job_name: str) -> str:
 # --- reading --------------------------------------------------------------------------------------
 
 
-def _read_days(lake: Lake, area: str, file: str, cluster: str, days: list[str], columns=None) -> pd.DataFrame:
+def _read_days(
+    lake: Lake, area: str, file: str, cluster: str, days: list[str], columns=None, filters=None
+) -> pd.DataFrame:
     import pandas as pd
     import pyarrow.parquet as pq
 
@@ -98,15 +100,16 @@ def _read_days(lake: Lake, area: str, file: str, cluster: str, days: list[str], 
         if lake.exists(key):
             with lake.local_file(key) as path:
                 names = pq.read_schema(path).names
-                frames.append(
-                    pq.read_table(path, columns=[c for c in columns or names if c in names]).to_pandas()
-                )
+                chosen = [c for c in columns or names if c in names]
+                frames.append(pq.read_table(path, columns=chosen, filters=filters).to_pandas())
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=list(columns or []))
 
 
 def campaign_jobs(lake: Lake, cluster: str, days: list[str]) -> tuple[pd.DataFrame, int]:
     """The period's named GPU jobs of the ETTR job types, and how many such jobs had no name or user."""
-    jobs = _read_days(lake, "jobs", "jobs.parquet", cluster, days, JOB_COLUMNS)
+    # Only the chosen types are converted (a six-month Seren history is a million rows, few of them Pretrain).
+    wanted = [("job_type", "in", list(job_types())), ("gpu_num", ">", 0)]
+    jobs = _read_days(lake, "jobs", "jobs.parquet", cluster, days, JOB_COLUMNS, filters=wanted)
     if jobs.empty:
         return jobs, 0
     chosen = jobs[jobs["job_type"].isin(job_types()) & (jobs["gpu_num"].fillna(0) > 0)]
