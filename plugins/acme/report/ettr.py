@@ -27,8 +27,9 @@ the queueing between jobs is counted.
   checkpoint, warm-up);
 * *queueing after a crash*: from an interrupted job's end to the next job's start;
 * *checkpoint stalls*: the training time blocked by saves (``duration_s``);
-* *productive time* = wall - all of the above; ETTR = productive / wall. GPU-hours lost multiply each
-  part by the GPUs of the job it belongs to (queueing: the next job's).
+* *productive time* = wall - all of the above; ETTR = productive / wall. GPU-hours lost to failures
+  multiply the lost progress, the restarts' latency and the queueing by the GPUs of the job concerned
+  (queueing: the next job's); the first job's start-up and the stalls are not charged to a failure.
 
 The interrupting reason is the job's diagnosis (the newest record of ``diagnoses/``) or else its final
 state. **What-if**: with ``n`` interruptions over ``P`` productive hours, save stall ``C``, interval
@@ -223,9 +224,9 @@ def account(
                 ]
                 saves = [s for s, e in zip(saves, mine["event"], strict=True) if e == "save"]
             latency = max(0.0, (min(resume_at, end) - start).total_seconds())
-            totals["restart"] += latency
-            gpu_h["restart"] += latency * gpus / 3600
-            if index:
+            totals["restart"] += latency  # the first job's start-up is not productive either ...
+            if index:  # ... but only a restart's latency is lost to a failure
+                gpu_h["restart"] += latency * gpus / 3600
                 latencies.append(latency)
             stall = sum(d for _, _, d in saves)
             totals["stall"] += stall

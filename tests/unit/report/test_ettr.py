@@ -91,7 +91,7 @@ def test_time_accounting_of_a_campaign_with_one_failure():
     assert row["checkpoint_stall_h"] == pytest.approx(120 / 3600)
     assert row["productive_h"] == pytest.approx(10 - 3 - 120 / 3600)
     assert row["ettr"] == pytest.approx((10 - 3 - 120 / 3600) / 10)
-    assert row["gpu_hours_lost"] == pytest.approx(16 * 3)
+    assert row["gpu_hours_lost"] == pytest.approx(16 * 2.5)  # A's start-up is not lost to a failure
     assert row["checkpoint_interval_min"] == pytest.approx(120)
     (lost,) = tables["ettr_interruptions"].to_dict("records")
     assert (lost["job_id"], lost["reason"], lost["state"]) == ("A", "NVLinkError", "FAILED")
