@@ -169,3 +169,12 @@ def test_prometheus_source_through_the_client_against_a_fake_server(lake, tmp_pa
         server.shutdown()
     assert result["source"] == "prometheus" and len(asked) == len(METRICS)
     assert [s["kind"] for s in result["suspects"]] == ["hang"]
+
+
+def test_evidence_goes_to_a_log_root_outside_the_lake(lake, tmp_path, monkeypatch):
+    monkeypatch.setenv("ACME_DIAGNOSIS_LOG_ROOT", str(tmp_path / "logs"))
+    result = detect_cluster(lake, "seren", at(6, 20), SETTINGS)
+    (trigger,) = report_suspects(lake, result, SETTINGS)
+    written = tmp_path / "logs" / trigger["conf"]["log"]
+    assert written.read_text().startswith("2024-03-10T06:20:00Z ERROR acme-detect: fail-slow: node ")
+    assert not list(written.parent.glob("*.tmp"))
