@@ -96,6 +96,8 @@ demo: setup
 	@$(PY) -c 'import glob; path = sorted(glob.glob("$(ACME_LAKE_URI)/eval/runs/*/*/report.md"))[-1]; \
 	  rows = [line for line in open(path) if line.startswith("| ")]; print("  " + "  ".join(rows), end=""); \
 	  print("  report:", path)'
+	@echo "5b. Synthesized 104B (March) and 123B (April) pretraining campaigns for the reports' ETTR section"
+	@$(PY) -m acme synth-campaigns --lake $(ACME_LAKE_URI) --cluster seren > /dev/null
 	@echo "6. Characterization reports (the paper's figures and tables) for every cluster, July 2023 and all"
 	@$(DAG_TEST) characterize characterize 2023-07-03 '{"cluster": "all", "period": "2023-07"}'
 	@$(PY) -m acme report --lake $(ACME_LAKE_URI) --cluster seren --period all \
@@ -118,6 +120,7 @@ bench: $(STAMP)
 	$(PY) benchmarks/bench_compress_logs.py
 	$(PY) benchmarks/bench_ingest_metrics.py
 	$(PY) benchmarks/bench_stream_memory.py
+	$(PY) benchmarks/bench_detect_hangs.py --sweep
 
 # The 30-day backfill on the local production stack (8-12 minutes; starts and stops the stack).
 bench-stack: $(STAMP)

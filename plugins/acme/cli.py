@@ -168,6 +168,26 @@ def build_parser() -> argparse.ArgumentParser:
     )
     report.add_argument("-o", "--output", help="local folder for the report (default: reports/ in the lake)")
     report.set_defaults(handler=_report)
+
+    detect = commands.add_parser(
+        "detect-hangs", help="hung and fail-slow running GPU jobs from recent telemetry (JSON of suspects)"
+    )
+    detect.add_argument("--lake", help="lake root (default: ACME_LAKE_URI or ./lake)")
+    detect.add_argument("--cluster", action="append", help="a configured cluster (repeatable; default all)")
+    detect.add_argument("--at", help="end of the window, ISO 8601 with a time zone (default now)")
+    detect.add_argument(
+        "--window", type=float, help="minutes of telemetry to read (default: what the rules need, 16)"
+    )
+    detect.set_defaults(handler=_detect_hangs)
+
+    campaigns = commands.add_parser(
+        "synth-campaigns",
+        help="publish the synthesized 104B/123B pretraining campaigns (ETTR demo) into a lake",
+    )
+    campaigns.add_argument("--lake", help="lake root (default: ACME_LAKE_URI or ./lake)")
+    campaigns.add_argument("--cluster", default="seren")
+    campaigns.add_argument("--seed", type=int, default=0)
+    campaigns.set_defaults(handler=_synth_campaigns)
     return parser
 
 
@@ -300,6 +320,19 @@ def _report(args: argparse.Namespace) -> dict:
     from acme.report.build import build_report
 
     return build_report(open_lake(args.lake), args.cluster, args.period, args.output, args.definition)
+
+
+def _detect_hangs(args: argparse.Namespace) -> dict:
+    from acme.detection.run import detect_hangs_cli
+
+    return detect_hangs_cli(args.lake, args.cluster, args.at, args.window)
+
+
+def _synth_campaigns(args: argparse.Namespace) -> dict:
+    from acme.lake import open_lake
+    from acme.synth.campaigns import write_synth_campaigns
+
+    return write_synth_campaigns(open_lake(args.lake), args.cluster, args.seed)
 
 
 def _synth_trace(args: argparse.Namespace) -> dict:

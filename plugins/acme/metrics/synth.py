@@ -43,6 +43,19 @@ MB/s in the reference ("raw", 23.7 GB/s ≈ a 200 Gb/s HDR port at most); here t
 XID errors are 0 except a rare event per GPU (p = 0.002 per GPU and day) whose code persists, as
 dcgm-exporter reports the last XID seen; energy is the integral of power.
 
+Training jobs with episodes (for hang and fail-slow detection, ``acme.detection``):
+:func:`synth_training_cluster` places multi-node training jobs on whole nodes (busy at a level in
+``TRAINING_LEVEL``, where every metric, InfiniBand included, is well above idle) and applies
+:class:`Episode` s: ``hang`` (a collective stuck: the NCCL kernel stays resident, so GPU utilization
+reads 100 % while tensor cores do nothing, SM activity is the few SMs of NCCL's channels and RDMA
+traffic stops, power near idle -- as reported in NVIDIA/nccl#968, #257, #238, #537), ``stall`` (a hang
+with no kernel resident: everything at idle), ``straggler`` (one node's SM, tensor and InfiniBand
+activity scaled by ``factor``) and the healthy-but-idle phases ``checkpoint`` (GPUs idle, no RDMA: the
+checkpoint goes to storage over the frontend network), ``barrier`` (ranks spinning in an NCCL barrier
+while a slower node still writes its shard: a hang's signature, healthy), ``data_stall`` and ``eval``
+(forward passes only: moderate SM, little tensor activity and little RDMA). Without episodes (the
+default of every other function here) the output is exactly what it was before.
+
 Determinism: the output depends only on the arguments; the same arguments give identical files.
 """
 
@@ -178,6 +191,7 @@ class SynthCluster:
     seed: int
     catalog: Catalog
     info: dict[str, Any] = field(default_factory=dict)
+    episodes: list[Episode] = field(default_factory=list)
 
     @property
     def gpus(self) -> int:
@@ -212,6 +226,8 @@ class SynthCluster:
         jitter = rng.normal(0, 0.004, size=latent.shape).astype(np.float32)
         u = np.clip(latent + jitter, 0.0, 1.0)
         values = np.interp(u, curve[0], curve[1])
+        if self.episodes:
+            values = apply_episodes(self, metric, values)
         high = spec.high if spec.high is not None else self.catalog.memory_of(MODEL_NAME)
         return np.clip(spec.quantize(values), spec.low, high)
 
@@ -378,6 +394,152 @@ def _reflect(values, low, width):
     y = np.mod(values - low, 2 * width)
     y = np.where(y > width, 2 * width - y, y)
     return (low + y).astype(np.float32)
+
+
+# --- training jobs and their episodes (hangs, stragglers, healthy pauses) ------------------------
+
+EPISODE_KINDS = ("hang", "stall", "straggler", "checkpoint", "barrier", "data_stall", "eval")
+FAULT_KINDS = ("hang", "stall", "straggler")
+TRAINING_LEVEL = (0.72, 0.92)  # latent intensity of a pretraining job: every metric, IB too, well above idle
+# The level wanders within [floor, ceiling]: below ~0.6 the IB curve is 0, and its top 5 % (5.6 -> 23.7 GB/s,
+# bursts) would turn the small per-node noise into lasting IB differences between the nodes of one job,
+# which data-parallel training (every node moves the same all-reduce volume) does not have.
+_TRAINING_FLOOR, _TRAINING_CEILING = 0.66, 0.94
+# What each episode sets, per metric: (low, high) of a uniform value per series and episode, or a factor
+# ("x", low, high) applied to the healthy value. Absent metrics keep their healthy values.
+_EPISODE_EFFECTS: dict[str, dict[str, tuple]] = {
+    # NCCL kernels stay resident and spin: nvidia-smi shows 100 %, power near idle (NVIDIA/nccl#968:
+    # "GPU util is 100% but the power consumption is pretty low (~70W)"); one thread block per NCCL
+    # channel keeps a few of the 108 SMs active; no tensor-core work and no RDMA traffic.
+    "hang": {"gpu_util": (100, 100), "sm_active": (2, 25), "tensor_active": (0, 0), "gpu_power": (68, 90),
+             "ib_tx": (0, 0), "ib_rx": (0, 0)},
+    # Healthy: ranks waiting at an NCCL barrier for the node still writing its checkpoint shard look
+    # exactly like a hang while the wait lasts.
+    "barrier": {"gpu_util": (100, 100), "sm_active": (2, 25), "tensor_active": (0, 0), "gpu_power": (68, 90),
+                "ib_tx": (0, 0), "ib_rx": (0, 0)},
+    "stall": {"gpu_util": (0, 0), "sm_active": (0, 0), "tensor_active": (0, 0), "gpu_power": (60, 66),
+              "ib_tx": (0, 0), "ib_rx": (0, 0)},
+    "checkpoint": {"gpu_util": (0, 0), "sm_active": (0, 0), "tensor_active": (0, 0), "gpu_power": (60, 70),
+                   "ib_tx": (0, 0), "ib_rx": (0, 0)},
+    "data_stall": {"gpu_util": (0, 0), "sm_active": (0, 0), "tensor_active": (0, 0), "gpu_power": (60, 70),
+                   "ib_tx": (0, 0), "ib_rx": (0, 0)},
+    "eval": {"gpu_util": (85, 98), "sm_active": (15, 35), "tensor_active": (2, 8), "gpu_power": (120, 200),
+             "ib_tx": ("x", 0.01, 0.05), "ib_rx": ("x", 0.01, 0.05)},
+    "straggler": {"sm_active": ("x",), "tensor_active": ("x",), "ib_tx": ("x",), "ib_rx": ("x",)},
+}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Episode:
+    """Something that happens to a job's nodes (indices into the cluster's nodes) over [start, end) steps.
+
+    ``factor`` is a straggler's activity relative to its peers (e.g. 0.5: half as active)."""
+
+    kind: str
+    nodes: tuple[int, ...]
+    start_step: int
+    end_step: int
+    factor: float = 1.0
+
+    def __post_init__(self) -> None:
+        if self.kind not in EPISODE_KINDS:
+            raise ConfigError(
+                f"unknown episode kind {self.kind!r}; expected one of {', '.join(EPISODE_KINDS)}"
+            )
+        if not self.nodes or self.end_step <= self.start_step:
+            raise ConfigError(f"episode {self.kind} needs nodes and end_step > start_step")
+
+
+@dataclass(frozen=True)
+class TrainingJob:
+    """A synthesized training job on whole nodes ``[first_node, first_node + nodes)`` over steps [start, end)."""
+
+    job_id: str
+    first_node: int
+    nodes: int
+    start_step: int
+    end_step: int
+
+    @property
+    def node_indices(self) -> tuple[int, ...]:
+        return tuple(range(self.first_node, self.first_node + self.nodes))
+
+
+def apply_episodes(synth: SynthCluster, metric: str, values: np.ndarray) -> np.ndarray:
+    """``values`` (series x steps, healthy) with every episode's effect on ``metric`` applied."""
+    import numpy as np
+
+    per_gpu = synth.catalog[metric].per_gpu
+    values = np.array(values, dtype=np.float64, copy=True)
+    for number, episode in enumerate(synth.episodes):
+        effect = _EPISODE_EFFECTS[episode.kind].get(metric)
+        if effect is None:
+            continue
+        rows = (
+            [n * GPUS_PER_NODE + g for n in episode.nodes for g in range(GPUS_PER_NODE)]
+            if per_gpu
+            else list(episode.nodes)
+        )
+        span = slice(max(0, episode.start_step), min(synth.steps, episode.end_step))
+        rng = np.random.default_rng([synth.seed, _stable_hash(metric), number])
+        if effect[0] == "x":
+            factor = (
+                episode.factor if len(effect) == 1 else rng.uniform(effect[1], effect[2], size=(len(rows), 1))
+            )
+            values[rows, span] = values[rows, span] * factor
+            continue
+        low, high = effect
+        level = rng.uniform(low, high, size=(len(rows), 1))
+        width = values[rows, span].shape[1]
+        wobble = rng.normal(0, 0.05 * (high - low), size=(len(rows), width)) if high > low else 0.0
+        values[rows, span] = np.clip(level + wobble, low, high)
+    return values
+
+
+def synth_training_cluster(
+    cluster: str,
+    nodes: int,
+    start: date,
+    days: int,
+    jobs: list[TrainingJob],
+    episodes: list[Episode] = (),
+    seed: int = 0,
+    step_s: int = 15,
+    catalog: Catalog | None = None,
+) -> SynthCluster:
+    """``nodes`` servers running ``jobs`` (each at one busy level with small smooth noise, never near idle),
+    idle elsewhere, with ``episodes`` applied to every metric (see the module doc)."""
+    import numpy as np
+
+    from acme.metrics.catalog import load_catalog
+
+    if nodes < 1 or days < 1 or step_s < 1:
+        raise ConfigError("synthetic telemetry needs nodes >= 1, days >= 1 and step_s >= 1")
+    catalog = catalog or load_catalog()
+    steps = days * 86400 // step_s
+    start_ms = int(datetime(start.year, start.month, start.day, tzinfo=UTC).timestamp() * 1000)
+    f = IDLE_SHARE[profile_of(cluster)]
+    rng = np.random.default_rng([seed, _stable_hash(cluster), 19])
+    gpus = nodes * GPUS_PER_NODE
+    level = np.repeat(rng.uniform(0, f, size=(gpus, 1)), steps, axis=1).astype(np.float32)
+    low = np.zeros((gpus, steps), dtype=np.float32)
+    width = np.full((gpus, steps), f, dtype=np.float32)
+    for job in jobs:
+        if job.first_node < 0 or job.first_node + job.nodes > nodes:
+            raise ConfigError(f"job {job.job_id} does not fit on {nodes} nodes")
+        rows = slice(job.first_node * GPUS_PER_NODE, (job.first_node + job.nodes) * GPUS_PER_NODE)
+        span = slice(max(0, job.start_step), min(steps, job.end_step))
+        level[rows, span] = rng.uniform(*TRAINING_LEVEL)
+        low[rows, span] = _TRAINING_FLOOR
+        width[rows, span] = _TRAINING_CEILING - _TRAINING_FLOOR
+    noise = np.repeat(_smooth_noise(rng, nodes, steps, 0.02), GPUS_PER_NODE, axis=0)
+    noise += _smooth_noise(rng, gpus, steps, 0.01)
+    u_gpu = _reflect(level + noise * width, low, width)
+    u_node = u_gpu.reshape(nodes, GPUS_PER_NODE, steps).mean(axis=1, dtype=np.float32)
+    return SynthCluster(
+        cluster, node_names(cluster, nodes), start_ms, step_s, steps, u_gpu, u_node, seed, catalog,
+        {"jobs": len(jobs), "episodes": len(episodes)}, list(episodes),
+    )  # fmt: skip
 
 
 # --- writers ------------------------------------------------------------------------------------

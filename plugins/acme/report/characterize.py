@@ -73,6 +73,9 @@ def characterize(lake: Lake, cluster: str, period: Period, definition: str = "ru
         _power(report, queries)
         _failures(report, queries)
         _trends(report, queries)
+    from acme.report.ettr import attach_ettr
+
+    attach_ettr(report, lake)  # section 10: ETTR of pretraining campaigns (issue 19)
     return report
 
 

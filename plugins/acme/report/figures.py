@@ -7,6 +7,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from acme.report.characterize import GPU_TDP_W, UTILIZATION_METRICS, Characterization
+from acme.report.ettr import draw_ettr_progress  # section 10 (issue 19)
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -293,4 +294,5 @@ DRAWERS: dict[str, Callable[[Characterization], Figure]] = {
     "failure_categories": draw_failure_categories,
     "temperature_failures": draw_temperature_failures,
     "trends": draw_trends,
+    "ettr_progress": draw_ettr_progress,
 }

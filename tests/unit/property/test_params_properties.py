@@ -224,12 +224,18 @@ def run_plan(dag_id: str, params: dict, lake) -> object:
         for planned in plans:
             assert planned["cluster"] in load_clusters(), planned
         return plans
+    if dag_id == "detect_hangs":
+        from acme.detection.run import clusters_with_running_jobs, detection_moment
+
+        return clusters_with_running_jobs(
+            lake, params["cluster"], detection_moment(params.get("at"), None, RUN_AFTER)
+        )
     raise AssertionError(f"no plan step known for DAG {dag_id}: add it to this test")
 
 
 DAG_IDS = [
     "ingest_job_traces", "ingest_metrics", "diagnose_failures", "recover_training", "evaluate_checkpoint",
-    "characterize",
+    "characterize", "detect_hangs",
 ]  # fmt: skip
 
 

@@ -1,0 +1,120 @@
+"""
+### Hang and fail-slow detection of running GPU jobs
+
+Every 2 minutes, for every configured cluster: **which GPU jobs run** now (the jobs lake: started,
+not ended, with a node list) — when none does, the run stops there (short circuit: nothing else is
+read) → **detect** (mapped per cluster): the last 16 minutes of SM, tensor-core and GPU utilization
+and of InfiniBand traffic of those jobs' nodes (Prometheus when the cluster's metrics source is
+Prometheus, else the metrics lake), then the two detectors of `acme.detection`:
+
+- **hang**: all of a job's GPUs without tensor-core work and its nodes without RDMA traffic while
+  the collective's kernels spin (`gpu_util` ≥ 90 %) for `ACME_DETECT_HANG_MINUTES` (2.5); without a
+  resident kernel (a stall) for `ACME_DETECT_STALL_MINUTES` (10);
+- **fail-slow**: a node's SM activity or InfiniBand traffic below `ACME_DETECT_SLOW_RATIO` (0.7) of
+  its peers' in `ACME_DETECT_SLOW_WINDOWS` (3) consecutive 5-minute windows.
+
+Each suspect's evidence is written as a log under the diagnosis log root
+(`detect/cluster=<c>/job=<id>/<kind>-<episode>.log`) and **starts `diagnose_failures`** for the job
+(Params `cluster`, `job_id`, `log`, `day`), whose rules (`detected-hang`, `detected-fail-slow`)
+classify it as an infrastructure failure, so a Pretrain/SFT job goes on to `recover_training` (a dry
+run unless `ACME_RECOVERY_DRY_RUN=false`). One diagnosis per episode: the trigger's run id names the
+job, the kind and the episode, so the next runs seeing the same hang do not start another.
+
+**Schedule**: a cron trigger every 2 minutes (the run's time is the end of its window), no catchup
+(a detection for a moment long past would start a recovery too late to help), one active run at a
+time, short retries (a detection three minutes late is still useful; ten minutes late it is stale).
+**Manual runs**: `cluster` (one, or `all`) and `at` (the window's end, ISO 8601 with a time zone;
+empty = the run's time), e.g. to replay a past incident against the lake.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from airflow.providers.standard.operators.trigger_dagrun import TriggerDagRunOperator
+from airflow.sdk import Param, dag, get_current_context, task
+from airflow.timetables.trigger import CronTriggerTimetable
+
+from acme import config
+from acme_airflow.defaults import DEFAULT_ARGS, Tag
+
+DIAGNOSIS_DAG_ID = "diagnose_failures"
+
+
+@dag(
+    dag_id="detect_hangs",
+    schedule=CronTriggerTimetable("*/2 * * * *", timezone="UTC"),
+    start_date=config.start_date(),
+    catchup=False,
+    max_active_runs=1,
+    dagrun_timeout=timedelta(minutes=10),
+    default_args={
+        **DEFAULT_ARGS,
+        "retry_delay": timedelta(seconds=20),
+        "retry_exponential_backoff": False,
+    },
+    tags=[Tag.TRAINING, Tag.METRICS, Tag.DIAGNOSIS],
+    doc_md=__doc__,
+    params={
+        "cluster": Param("all", type="string", title="Cluster", description="A configured cluster, or all."),
+        "at": Param(
+            None,
+            type=["null", "string"],
+            title="Window end",
+            description="ISO 8601 time with a time zone; empty = the run's time.",
+        ),
+    },
+)
+def detect_hangs():
+    @task.short_circuit
+    def running_jobs() -> list[dict]:
+        """The clusters where a GPU job runs; none -> every later task is skipped."""
+        from acme.detection.run import clusters_with_running_jobs, detection_moment
+        from acme_airflow.failures import no_retry_for_bad_input
+        from acme_airflow.lake import task_lake
+
+        context = get_current_context()
+        with no_retry_for_bad_input():
+            at = detection_moment(
+                context["params"].get("at"), context.get("data_interval_end"), context["dag_run"].run_after
+            )
+            plan = clusters_with_running_jobs(task_lake(), context["params"]["cluster"], at)
+        print(f"{at.isoformat()}: GPU jobs running on {plan or 'no cluster'}")
+        return [{**item, "at": at.isoformat()} for item in plan]
+
+    @task(map_index_template="{{ item['cluster'] }}")
+    def detect(item: dict) -> list[dict]:
+        """Detect on one cluster; write each suspect's evidence; the diagnosis runs to start."""
+        from datetime import datetime
+
+        from acme.detection.run import detect_cluster, report_suspects
+        from acme_airflow.failures import no_retry_for_bad_input
+        from acme_airflow.lake import task_lake
+
+        lake = task_lake()
+        with no_retry_for_bad_input():
+            result = detect_cluster(lake, item["cluster"], datetime.fromisoformat(item["at"]))
+            triggers = report_suspects(lake, result)
+        for suspect in result["suspects"]:
+            print(f"{suspect['kind']} of job {suspect['job_id']}: {suspect['evidence'][0]}")
+        print(
+            f"{result['jobs_checked']} of {result['jobs_running']} running jobs checked from the "
+            f"{result['source']} in {result['seconds']} s; {len(result['suspects'])} suspects"
+        )
+        return triggers
+
+    @task
+    def collect(triggers: list[list[dict]]) -> list[dict]:
+        return [t for per_cluster in triggers for t in per_cluster]
+
+    diagnoses = collect(detect.expand(item=running_jobs()))
+    # Mapped over the suspects: none (the usual run) -> skipped, nothing is triggered.
+    TriggerDagRunOperator.partial(
+        task_id="start_diagnosis",
+        trigger_dag_id=DIAGNOSIS_DAG_ID,
+        skip_when_already_exists=True,
+        wait_for_completion=False,
+    ).expand_kwargs(diagnoses)
+
+
+detect_hangs()
