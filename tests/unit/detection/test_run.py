@@ -143,8 +143,17 @@ def test_prometheus_source_through_the_client_against_a_fake_server(lake, tmp_pa
         def do_GET(self):
             params = {k: v[0] for k, v in parse_qs(urlparse(self.path).query).items()}
             asked.append(params["query"])
+            # Like a real Prometheus, answer only the points inside the asked window.
+            low, high = float(params["start"]), float(params["end"])
+            result = [
+                {"metric": s["metric"], "values": [p for p in s["values"] if low <= p[0] <= high]}
+                for s in by_query[params["query"]]
+            ]
             body = json.dumps(
-                {"status": "success", "data": {"resultType": "matrix", "result": by_query[params["query"]]}}
+                {
+                    "status": "success",
+                    "data": {"resultType": "matrix", "result": [s for s in result if s["values"]]},
+                }
             ).encode()
             self.send_response(200)
             self.send_header("Content-Type", "application/json")
