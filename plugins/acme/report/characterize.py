@@ -517,7 +517,7 @@ def _failures(report: Characterization, queries) -> None:
 def _extreme_days(frame: pd.DataFrame, column: str, what: str, unit: str) -> str:
     """ "hottest: 2023-07-02 (71 °C)": every day that ties for the maximum is named, and when all
     days are equal the finding says so instead of presenting one of them as the extreme."""
-    values = frame[column].dropna()
+    values = frame[column].dropna().round(0)  # ties as shown: whole units
     top = values.max()
     tied = frame.loc[values[values == top].index, "day"]
     if len(values) > 1 and len(tied) == len(values):

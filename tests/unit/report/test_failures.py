@@ -156,3 +156,19 @@ def failed_job_count(lake: Lake, cluster: str) -> int:
         pq.read_table(lake.path(k), columns=["state_group"]).column(0).to_pylist().count("failed")
         for k in keys
     )
+
+
+def test_days_that_tie_are_named_as_a_tie_never_as_the_extreme():
+    import pandas as pd
+
+    from acme.report.characterize import _extreme_days
+
+    days = pd.to_datetime(["2023-07-01", "2023-07-02", "2023-07-03"])
+    same = pd.DataFrame({"day": days, "gpu_temp_max_c": [71.2, 70.9, 71.0]})
+    assert (
+        _extreme_days(same, "gpu_temp_max_c", "hottest", " °C") == "hottest: the same on all 3 days (71 °C)"
+    )
+    two = pd.DataFrame({"day": days, "gpu_temp_max_c": [74.0, 68.0, 74.2]})
+    assert _extreme_days(two, "gpu_temp_max_c", "hottest", " °C") == "hottest: 2023-07-01, 2023-07-03 (74 °C)"
+    one = pd.DataFrame({"day": days, "gpu_temp_max_c": [70.0, 76.0, None]})
+    assert _extreme_days(one, "gpu_temp_max_c", "hottest", " °C") == "hottest: 2023-07-02 (76 °C)"
