@@ -126,16 +126,10 @@ def draw_duration_cdf(report: Characterization) -> Figure:
             markeredgewidth=2, color=color, label=f"{name} median {median:,.0f} s (paper)",
         )  # fmt: skip
     ax.axhline(50, color="black", linewidth=0.6, alpha=0.4)
-    ax.set_xscale("log")
     right = 1.5 * max(
         table["run_s"].max(), table["queue_s"].max(), *reference.median_run_times().values(), 10
     )
-    ticks = [(1, "1 s"), (10, "10 s"), (60, "1 min"), (600, "10 min"), (3600, "1 h"), (6 * 3600, "6 h"),
-             (86400, "1 d"), (7 * 86400, "1 w"), (30 * 86400, "30 d")]  # fmt: skip
-    shown = [(t, label) for t, label in ticks if t <= right]
-    ax.set_xticks([t for t, _ in shown], [label for _, label in shown])
-    ax.xaxis.set_minor_formatter(_blank())
-    ax.set_xlim(1, right)
+    _time_log_axis(ax.xaxis, right)
     ax.set_xlabel("time (log scale; 1 s and less at the left edge)")
     ax.set_ylabel("CDF (%)")
     ax.set_ylim(0, 100)
@@ -144,10 +138,22 @@ def draw_duration_cdf(report: Characterization) -> Figure:
     return figure
 
 
-def _blank():
+TIME_TICKS = [(1, "1 s"), (10, "10 s"), (60, "1 min"), (600, "10 min"), (3600, "1 h"), (6 * 3600, "6 h"),
+              (86400, "1 d"), (7 * 86400, "1 w"), (30 * 86400, "30 d")]  # fmt: skip
+
+
+def _time_log_axis(axis, largest: float) -> None:
+    """Seconds on a log axis from 1 s to ``largest`` with ticks in readable units (1 s, 1 min, 1 h, …);
+    values under 1 s are drawn at 1 s by the caller."""
     from matplotlib.ticker import NullFormatter
 
-    return NullFormatter()
+    largest = largest if largest >= 10 else 10  # also when NaN: no finished job
+    vertical = axis.axis_name == "y"
+    (axis.axes.set_yscale if vertical else axis.axes.set_xscale)("log")
+    shown = [(t, label) for t, label in TIME_TICKS if t <= largest]
+    axis.set_ticks([t for t, _ in shown], [label for _, label in shown])
+    axis.set_minor_formatter(NullFormatter())
+    (axis.axes.set_ylim if vertical else axis.axes.set_xlim)(1, largest)
 
 
 def draw_gpu_util_cdf(report: Characterization) -> Figure:
@@ -328,12 +334,10 @@ def draw_trends(report: Characterization) -> Figure:
         ax.set_title(label, fontsize=10)
         ax.legend(fontsize=LEGEND_FONT - 1, ncols=2)
     days = _days(outcomes["day"])
-    scale, unit = _time_unit(outcomes[["med_queue_s", "avg_queue_s"]].max().max())
-    axes[2].plot(days, outcomes["med_queue_s"] / scale, marker=".", label="median")
-    axes[2].plot(days, outcomes["avg_queue_s"] / scale, marker=".", label="mean")
-    axes[2].set_ylim(bottom=0)
-    axes[2].set_ylabel(unit)
-    axes[2].set_title("queueing delay of GPU jobs", fontsize=10)
+    axes[2].plot(days, outcomes["med_queue_s"].clip(lower=1), marker=".", label="median")
+    axes[2].plot(days, outcomes["avg_queue_s"].clip(lower=1), marker=".", label="mean")
+    _time_log_axis(axes[2].yaxis, 2 * max(outcomes[["med_queue_s", "avg_queue_s"]].max().max(), 10))
+    axes[2].set_title("queueing delay of GPU jobs (log scale; 1 s and less at the bottom)", fontsize=10)
     axes[2].legend(fontsize=LEGEND_FONT)
     axes[3].plot(days, 100 * outcomes["fail_rate"], marker=".", color="tab:red", label="failure rate (%)")
     if "gpu_util_mean_pct" in outcomes:
