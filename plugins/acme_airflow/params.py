@@ -1,4 +1,6 @@
-"""The Params every nightly ingest DAG takes for manual runs (cluster, source, day, input)."""
+"""The Params every nightly ingest DAG takes for manual runs (cluster, source, day, input), the
+``cluster`` Param the other DAGs share, and the ingest plan of a run (which leaves out days the
+bundled sample data does not have, so a first scheduler start skips instead of retrying)."""
 
 from __future__ import annotations
 
