@@ -255,7 +255,7 @@ LAYOUT = """(() => {
 
 def empty_axes(report) -> dict[str, int]:
     """Figure name -> how many of its chart axes show no data (no finite line point, no bar with an
-    area, no filled or scattered collection)."""
+    area, no filled area or marker)."""
     import math
 
     from matplotlib.patches import Rectangle
@@ -265,7 +265,12 @@ def empty_axes(report) -> dict[str, int]:
     def has_data(ax) -> bool:
         lines = any(any(math.isfinite(float(y)) for y in line.get_ydata()) for line in ax.lines)
         bars = any(isinstance(p, Rectangle) and p.get_width() * p.get_height() != 0 for p in ax.patches)
-        return lines or bars or any(len(c.get_paths()) for c in ax.collections)
+        areas = any(
+            extent.width > 0 and extent.height > 0
+            for c in ax.collections
+            for extent in (path.get_extents() for path in c.get_paths())
+        )  # a stack plot over a single day is a polygon without area
+        return lines or bars or areas
 
     found = {}
     for spec in report.figures:

@@ -572,12 +572,17 @@ def _trends(report: Characterization, queries) -> None:
             f"GPU-hours a day on average; "
             + _extreme_days(per_day.reset_index(), "gpu_hours", "most GPU-hours", " GPU-h")
         )
-    else:
-        finding = f"1 day: {per_day['jobs'].sum():,.0f} jobs, {per_day['gpu_hours'].sum():,.0f} GPU-hours"
+    else:  # nothing to draw across nights: the month and history reports show the trends
+        finding = (
+            f"1 day: {per_day['jobs'].sum():,.0f} jobs, {per_day['gpu_hours'].sum():,.0f} GPU-hours; "
+            "trends need more than one day (see the month's report)"
+        )
     if len(outcomes) and outcomes["fail_rate"].notna().any():
         finding += (
             f"; daily failure rate {pct(outcomes['fail_rate'].min())}–{pct(outcomes['fail_rate'].max())}"
         )
     report.figures.append(
-        FigureSpec("trends", 9, "Trends across nights", finding, ["daily_usage", "daily_outcomes"])
+        FigureSpec(
+            "trends", 9, "Trends across nights", finding, ["daily_usage", "daily_outcomes"], len(per_day) > 1
+        )
     )
