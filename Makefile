@@ -52,7 +52,10 @@ $(AIRFLOW_HOME)/.migrated: $(STAMP)
 	$(VENV)/bin/airflow db migrate > $(AIRFLOW_HOME)/migrate.log 2>&1 || (cat $(AIRFLOW_HOME)/migrate.log; exit 1)
 	touch $@
 
-DEMO_JOB := dlc5j0zc8xscr7n0
+# A failed kalos Pretrain job of the bundled days (32 nodes, 256 GPUs, failed after 5 minutes): the
+# demo's crash log is a 256-rank pretraining log to match.
+DEMO_JOB := dlc11jbwzdhl0gy3
+DEMO_JOB_DAY := 2023-07-03
 DAG_TEST := VENV=$(VENV) scripts/dag_test.sh
 
 demo: setup
@@ -60,24 +63,25 @@ demo: setup
 	@for day in $(DEMO_DAYS); do \
 	  $(DAG_TEST) $$day ingest_job_traces $$day "{\"day\": \"$$day\"}" || exit 1; \
 	done
-	@echo "2. Nightly monitoring ingest of synthesized seren telemetry (1 node, 8 GPUs) for the same days"
-	@for day in $(DEMO_DAYS); do \
-	  exported=$(AIRFLOW_HOME)/demo-telemetry/seren/$$day; \
+	@echo "2. Nightly monitoring ingest of synthesized seren telemetry (1 node, 8 GPUs, another seed each day) for the same days"
+	@seed=0; for day in $(DEMO_DAYS); do \
+	  seed=$$((seed + 1)); exported=$(AIRFLOW_HOME)/demo-telemetry/seren/$$day/seed-$$seed; \
 	  test -d $$exported || $(PY) -m acme synth-metrics --cluster seren --nodes 1 --start $$day \
-	    --format acmetrace-csv --seed 1 -o $$exported > /dev/null || exit 1; \
+	    --format acmetrace-csv --seed $$seed -o $$exported > /dev/null || exit 1; \
 	  $(DAG_TEST) metrics-$$day ingest_metrics $$day \
 	    "{\"day\": \"$$day\", \"cluster\": \"seren\", \"source\": \"acmetrace-csv\", \"input\": \"$$exported\"}" || exit 1; \
 	done
 	@$(PY) -m acme lake-summary --lake $(ACME_LAKE_URI)
-	@echo "3. Diagnosis of failed job $(DEMO_JOB) (kalos, 2023-07-01) after a crash, from a synthesized log"
+	@echo "3. Diagnosis of failed job $(DEMO_JOB) (kalos, $(DEMO_JOB_DAY): Pretrain, 32 nodes, 256 GPUs) after a crash, from a synthesized 256-rank log"
 	@mkdir -p $(ACME_LAKE_URI)/logs/cluster=kalos/job=$(DEMO_JOB)
 	@$(PY) -c 'import sys; from acme.diagnosis.synth_log import iter_training_log; \
-	  sys.stdout.writelines(line + "\n" for line in iter_training_log(20000, failure="OutOfMemoryError"))' \
+	  sys.stdout.writelines(line + "\n" for line in iter_training_log(20000, ranks=256, failure="OutOfMemoryError"))' \
 	  > $(ACME_LAKE_URI)/logs/cluster=kalos/job=$(DEMO_JOB)/train.log
-	@$(DAG_TEST) diagnose diagnose_failures 2023-07-01 \
-	  '{"cluster": "kalos", "job_id": "$(DEMO_JOB)", "day": "2023-07-01"}'
+	@$(DAG_TEST) diagnose diagnose_failures $(DEMO_JOB_DAY) \
+	  '{"cluster": "kalos", "job_id": "$(DEMO_JOB)", "day": "$(DEMO_JOB_DAY)"}'
 	@$(PY) -c 'import json, pyarrow.parquet as pq; \
-	  row = pq.read_table("$(ACME_LAKE_URI)/diagnoses/cluster=kalos/date=2023-07-01/diagnoses.parquet").to_pylist()[0]; \
+	  rows = pq.read_table("$(ACME_LAKE_URI)/diagnoses/cluster=kalos/date=$(DEMO_JOB_DAY)/diagnoses.parquet").to_pylist(); \
+	  row = next(r for r in rows if r["job_id"] == "$(DEMO_JOB)"); \
 	  print("  diagnosis:", json.dumps({k: row[k] for k in ("job_id", "reason", "category", "attribution", "source", "confidence")}))'
 	@echo "4. Recovery of simulated Pretrain job demo-pretrain-1 (8 nodes, seren-n005 faulty; simulated cluster)"
 	@$(PY) -c 'from pathlib import Path; from acme.recovery.synth_checkpoints import write_checkpoint; \
@@ -98,10 +102,13 @@ demo: setup
 	  print("  report:", path)'
 	@echo "5b. Synthesized 104B (March) and 123B (April) pretraining campaigns for the reports' ETTR section"
 	@$(PY) -m acme synth-campaigns --lake $(ACME_LAKE_URI) --cluster seren > /dev/null
-	@echo "6. Characterization reports (the paper's figures and tables) for every cluster, July 2023 and all"
-	@$(DAG_TEST) characterize characterize 2023-07-03 '{"cluster": "all", "period": "2023-07"}'
-	@$(PY) -m acme report --lake $(ACME_LAKE_URI) --cluster seren --period all \
-	  | $(PY) -c 'import json, sys; r = json.load(sys.stdin); print("  report index:", r["index"])'
+	@echo "6. Characterization reports (the paper's figures and tables): the monthly run (July 2023 and the whole"
+	@echo "   history of every cluster), then the day reports the nightly runs build after each ingest"
+	@$(DAG_TEST) characterize characterize 2023-08-01 '{"cluster": "all"}'
+	@$(PY) -c 'from acme.lake import Lake; from acme.report.build import build_report; \
+	  lake = Lake("$(ACME_LAKE_URI)"); \
+	  built = [build_report(lake, c, d) for c in ("kalos", "seren") for d in "$(DEMO_DAYS)".split()]; \
+	  print("  day reports:", len(built)); print("  report index:", built[-1]["index"])'
 
 test: setup
 	@$(PY) -m pytest $(PYTEST_ARGS); status=$$?; \

@@ -24,6 +24,7 @@ from airflow.sdk import AssetOrTimeSchedule, CronTriggerTimetable, Param, dag, g
 from acme import config
 from acme_airflow.assets import JOB_TRACES, METRICS, REPORTS
 from acme_airflow.defaults import DEFAULT_ARGS, Tag
+from acme_airflow.params import cluster_param
 
 
 @dag(
@@ -37,8 +38,9 @@ from acme_airflow.defaults import DEFAULT_ARGS, Tag
     default_args=DEFAULT_ARGS,
     tags=[Tag.REPORT, Tag.NIGHTLY],
     doc_md=__doc__,
+    description="After each ingest and monthly: the paper's characterization per cluster and period as HTML reports",
     params={
-        "cluster": Param("all", type="string", title="Cluster", description="A configured cluster, or all."),
+        "cluster": cluster_param(),
         "period": Param(
             None,
             type=["null", "string"],

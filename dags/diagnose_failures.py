@@ -29,6 +29,7 @@ from acme import config
 from acme.diagnosis import settings
 from acme_airflow.assets import DIAGNOSES, JOB_TRACES
 from acme_airflow.defaults import DEFAULT_ARGS, Tag
+from acme_airflow.params import cluster_param
 
 RECOVERY_DAG_ID = "recover_training"
 
@@ -42,8 +43,9 @@ RECOVERY_DAG_ID = "recover_training"
     default_args=DEFAULT_ARGS,
     tags=[Tag.NIGHTLY, Tag.JOBS, Tag.DIAGNOSIS],
     doc_md=__doc__,
+    description="After each job ingest, or by hand after a crash: failed jobs' logs → root cause → owner message or recovery",
     params={
-        "cluster": Param("all", type="string", title="Cluster", description="A configured cluster, or all."),
+        "cluster": cluster_param(),
         "job_id": Param(
             None,
             type=["null", "string"],

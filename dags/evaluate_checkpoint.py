@@ -44,6 +44,7 @@ from acme_airflow.defaults import DEFAULT_ARGS, Tag
     default_args=DEFAULT_ARGS,
     tags=[Tag.EVALUATION],
     doc_md=__doc__,
+    description="On a new checkpoint, or by hand: plan trials, preload once per node, infer, score, collect results",
     params={
         "model_location": Param(
             None,
@@ -53,13 +54,29 @@ from acme_airflow.defaults import DEFAULT_ARGS, Tag
             "Empty = the location in the triggering checkpoint event.",
         ),
         "model_size": Param(
-            "7B", type="string", pattern=r"^\s*\d+(\.\d+)?\s*[bBmM]?\s*$", title="Model size (parameters)"
+            "7B",
+            type="string",
+            pattern=r"^\s*\d+(\.\d+)?\s*[bBmM]?\s*$",
+            title="Model size (parameters)",
+            description="Parameters, e.g. 7B or 350M: sizes the trials and the memory each node preloads.",
         ),
         "suite": Param(
             "tiny", type="string", title="Suite", description="tiny, default, or a suite CSV path."
         ),
-        "nodes": Param(1, type="integer", minimum=1, maximum=256, title="Nodes available"),
-        "dry_run": Param(False, type="boolean", title="Dry run: plan and simulate only"),
+        "nodes": Param(
+            1,
+            type="integer",
+            minimum=1,
+            maximum=256,
+            title="Nodes available",
+            description="GPU nodes the trials may use at once (1-256).",
+        ),
+        "dry_run": Param(
+            False,
+            type="boolean",
+            title="Dry run: plan and simulate only",
+            description="Plan the trials and simulate their timing; load no model and write no results.",
+        ),
     },
 )
 def evaluate_checkpoint():

@@ -37,6 +37,7 @@ from acme_airflow.params import manual_run_params
     default_args=DEFAULT_ARGS,
     tags=[Tag.INGEST, Tag.JOBS, Tag.NIGHTLY],
     doc_md=__doc__,
+    description="Nightly: each cluster's scheduler records of a UTC day → validated job partitions, exactly once",
     params=manual_run_params(list(SOURCES), "Path or URL of a file to ingest instead of the configured one."),
 )
 def ingest_job_traces():

@@ -36,6 +36,7 @@ from acme_airflow.params import manual_run_params
     default_args=DEFAULT_ARGS,
     tags=[Tag.INGEST, Tag.METRICS, Tag.NIGHTLY],
     doc_md=__doc__,
+    description="Nightly: each cluster's GPU and node telemetry of a UTC day → validated metric partitions and rollups",
     params=manual_run_params(
         list(METRIC_FORMATS),
         "Prometheus URL, file or folder to ingest instead of the configured one.",

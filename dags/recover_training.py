@@ -30,7 +30,7 @@ from acme_airflow.defaults import DEFAULT_ARGS, Tag
 
 PARAMS = {
     "cluster": Param("seren", type="string", title="Cluster", description="The cluster the job ran on."),
-    "job_id": Param("demo-pretrain-1", type="string", minLength=1, title="Job id"),
+    "job_id": Param("demo-pretrain-1", type="string", minLength=1, title="Job id", description="The crashed job's id on its cluster's scheduler."),
     "nodes": Param(
         ["seren-n000", "seren-n001", "seren-n002", "seren-n003", "seren-n004", "seren-n005", "seren-n006", "seren-n007"],
         type="array",
@@ -70,6 +70,7 @@ PARAMS = {
     default_args=DEFAULT_ARGS,
     tags=[Tag.RECOVERY, Tag.TRAINING],
     doc_md=__doc__,
+    description="After an infrastructure failure, or by hand: find faulty nodes, cordon them, restart from a healthy checkpoint",
     params=PARAMS,
 )
 def recover_training():

@@ -1,5 +1,7 @@
-"""A real headless Chromium (Debian's package) opens the report index and one report: every image
-loads, no console error or exception, and a screenshot of each page is kept in test-artifacts/.
+"""A real headless Chromium (Debian's package) opens the report index and the reports: every image
+loads, no console error or exception, nothing overflows a 1280 px window, every figure is shown at
+least 800 px wide, no figure has an empty chart axes, and a screenshot of each page is kept in
+test-artifacts/.
 
 The pages are served by a loopback http.server the test starts and stops; Chromium is driven over
 the DevTools protocol (websocket-client) and stopped in a finally.
@@ -47,11 +49,16 @@ def ensure_chromium() -> str:
     return shutil.which("chromium")
 
 
+REPORTS = [("seren", "2023-07"), ("kalos", "all"), ("kalos", "2023-07-01")]
+
+
 @pytest.fixture(scope="module")
-def report_site(tmp_path_factory) -> Path:
-    """Two reports (one with telemetry) and their index in a local folder."""
+def report_lake(tmp_path_factory) -> Lake:
+    """The bundled days of both clusters, a day of seren telemetry, and one Unknown kalos diagnosis
+    without a category (what the diagnosis writes when nothing decided)."""
     from acme.metrics.ingest import ingest_metrics_file
     from acme.metrics.synth import write_synth_metrics
+    from tests.unit.report.conftest import diagnosis, failed_jobs, write_diagnoses
 
     folder = tmp_path_factory.mktemp("browser")
     lake = Lake(str(folder / "lake"))
@@ -61,9 +68,17 @@ def report_site(tmp_path_factory) -> Path:
             ingest_job_file(lake, JobInput(cluster, "acmetrace", str(path)), path)
     write_synth_metrics("seren", 1, date(2023, 7, 1), 1, "acmetrace-csv", folder / "metrics", seed=2)
     ingest_metrics_file(lake, "acmetrace-csv", "seren", str(folder / "metrics"), date(2023, 7, 1))
-    site = folder / "site"
-    build_report(lake, "seren", "2023-07", out_dir=str(site))
-    build_report(lake, "kalos", "all", out_dir=str(site))
+    job = failed_jobs(lake, "kalos", 1)[0]
+    write_diagnoses(lake, "kalos", [diagnosis("kalos", job, "Unknown", None)])
+    return lake
+
+
+@pytest.fixture(scope="module")
+def report_site(report_lake, tmp_path_factory) -> Path:
+    """The reports of REPORTS and their index in a local folder."""
+    site = tmp_path_factory.mktemp("site")
+    for cluster, period in REPORTS:
+        build_report(report_lake, cluster, period, out_dir=str(site))
     return site
 
 
@@ -198,10 +213,7 @@ def test_index_and_a_report_load_every_image_without_console_errors(report_site)
             links = page.evaluate(
                 "Array.from(document.querySelectorAll('td a')).map(a => a.getAttribute('href'))"
             )
-            assert sorted(links) == [
-                "cluster=kalos/period=all/index.html",
-                "cluster=seren/period=2023-07/index.html",
-            ]
+            assert sorted(links) == sorted(f"cluster={c}/period={p}/index.html" for c, p in REPORTS)
             page.screenshot(ARTIFACTS / "report_index.png")
 
             page.open(f"{base}/cluster=seren/period=2023-07/index.html")
@@ -223,3 +235,99 @@ def test_index_and_a_report_load_every_image_without_console_errors(report_site)
             page.close()
     for name in ("report_index.png", "report_seren_2023-07.png"):
         assert (ARTIFACTS / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+LAYOUT = """(() => {
+  const width = window.innerWidth;
+  return {
+    page: document.documentElement.scrollWidth,
+    client: document.documentElement.clientWidth,
+    width: width,
+    boxes: Array.from(document.querySelectorAll('.scroll, table')).map(e => ({
+      what: e.tagName + ' ' + (e.textContent || '').trim().slice(0, 40), scroll: e.scrollWidth,
+      client: e.clientWidth, right: e.getBoundingClientRect().right})),
+    figures: Array.from(document.querySelectorAll('figure img')).map(i => ({
+      src: i.getAttribute('src'), shown: i.clientWidth,
+      right: i.getBoundingClientRect().right, natural: i.naturalWidth})),
+  };
+})()"""
+
+
+def empty_axes(report) -> dict[str, int]:
+    """Figure name -> how many of its chart axes show no data (no finite line point, no bar with an
+    area, no filled area or marker)."""
+    import math
+
+    from matplotlib.patches import Rectangle
+
+    from acme.report.figures import DRAWERS
+
+    def has_data(ax) -> bool:
+        lines = any(any(math.isfinite(float(y)) for y in line.get_ydata()) for line in ax.lines)
+        bars = any(isinstance(p, Rectangle) and p.get_width() * p.get_height() != 0 for p in ax.patches)
+        areas = any(
+            extent.width > 0 and extent.height > 0
+            for c in ax.collections
+            for extent in (path.get_extents() for path in c.get_paths())
+        )  # a stack plot over a single day is a polygon without area
+        return lines or bars or areas
+
+    found = {}
+    for spec in report.figures:
+        if spec.drawn and spec.name in DRAWERS:
+            figure = DRAWERS[spec.name](report)
+            found[spec.name] = sum(not has_data(ax) for ax in figure.axes)
+    return found
+
+
+def test_report_pages_fit_1280_px_with_page_wide_figures_and_no_empty_axes(report_lake, report_site):
+    from acme.report.characterize import characterize
+    from acme.report.periods import parse_period
+
+    binary = ensure_chromium()
+    with serve(report_site) as base, headless_chromium(binary, report_site.parent / "profile-layout") as port:
+        page = DevTools(port)
+        try:
+            for domain in ("Page", "Runtime", "Log"):
+                page.call(f"{domain}.enable")
+            page.call(
+                "Emulation.setDeviceMetricsOverride",
+                width=1280,
+                height=900,
+                deviceScaleFactor=2,
+                mobile=False,
+            )
+            for cluster, period in [(None, None), *REPORTS]:
+                path = "index.html" if cluster is None else f"cluster={cluster}/period={period}/index.html"
+                page.open(f"{base}/{path}")
+                layout = page.evaluate(LAYOUT)
+                assert layout["width"] == 1280
+                assert layout["page"] <= layout["client"], f"{path}: the page scrolls sideways"
+                wide = [
+                    b
+                    for b in layout["boxes"]
+                    if b["scroll"] > b["client"] + 1 or b["right"] > layout["client"]
+                ]
+                assert wide == [], f"{path}: overflowing tables"
+                if cluster is None:
+                    continue
+                small = [f for f in layout["figures"] if f["shown"] < 800 or f["right"] > layout["client"]]
+                assert layout["figures"] and small == [], f"{path}: figures narrower than 800 px or cut off"
+                # Drawn at twice the CSS pixels: sharp at this device scale factor.
+                assert all(f["natural"] >= 2 * f["shown"] for f in layout["figures"]), path
+                report = characterize(report_lake, cluster, parse_period(period))
+                empty = empty_axes(report)
+                assert {f["src"] for f in layout["figures"]} == {f"figures/{name}.png" for name in empty}
+                assert {name: n for name, n in empty.items() if n} == {}, f"{path}: empty chart axes"
+                page.screenshot(ARTIFACTS / f"report_{cluster}_{period}_1280.png")
+            assert page.problems() == []
+        finally:
+            page.close()
+
+
+def test_the_failure_table_counts_an_unknown_diagnosis_with_its_coverage(report_site):
+    html = (report_site / "cluster=kalos" / "period=all" / "index.html").read_text()
+    assert (
+        "1 of " in html and " failed jobs diagnosed (Unknown 1): too few for shares to be a finding" in html
+    )
+    assert "<td>Unknown</td>" in html

@@ -29,6 +29,9 @@ UTILIZATION_METRICS = {
 GPU_TDP_W = 400.0  # A100-SXM4-80GB board power limit (Acme's GPUs)
 IDLE_POWER_MAX_W = 70.0  # "idle at about 60 W": samples at or below this count as idle draw
 CDF_POINTS = [i / 200 for i in range(201)]
+# Below this many diagnosed failures, category shares are not a finding: the table shows counts.
+MIN_DIAGNOSED_FOR_SHARES = 20
+UNCATEGORIZED = "Unknown"  # the category shown for a diagnosis without one (reason Unknown, or none given)
 PERCENTS = list(range(101))
 
 
@@ -159,13 +162,18 @@ def _summary_section(report: Characterization, queries) -> None:
     refs_median = reference.median_run_times()
     finding = (
         f"{int(row['gpu_job_num']):,} GPU jobs and {int(row['cpu_job_num']):,} CPU jobs; median GPU-job run "
-        f"time {seconds(row['med_run_time_gpu'])} (paper: Seren {seconds(refs_median['Seren'])}, "
-        f"Kalos {seconds(refs_median['Kalos'])}), median queueing {seconds(row['med_que_time_gpu'])}, "
-        f"{pct(row['fail_rate_gpu'])} of finished GPU jobs failed"
+        f"time {seconds(row['med_run_time_gpu'])} ({_definition_words(report.definition)}); "
+        f"under the paper's definition {seconds(paper['med_run_time_gpu'])} against the paper's "
+        f"Seren {seconds(refs_median['Seren'])} and Kalos {seconds(refs_median['Kalos'])}; median queueing "
+        f"{seconds(row['med_que_time_gpu'])}, {pct(row['fail_rate_gpu'])} of finished GPU jobs failed"
     )
     report.figures.append(
         FigureSpec("summary", 1, "Summary beside the paper's clusters", finding, ["summary"], False)
     )
+
+
+def _definition_words(definition: str) -> str:
+    return "paper-compatible: the source's duration" if definition == "paper" else "end − start"
 
 
 def _summary_row(label: str, frame: pd.DataFrame) -> dict[str, Any]:
@@ -181,10 +189,15 @@ def _duration_and_utilization(report: Characterization, queries) -> None:
     report.tables["duration_cdf"] = quantiles
     medians = reference.median_run_times()
     own = report.summary["median_run_time_gpu_s"]
+    # The reference medians follow each trace's own duration column: compare the paper-compatible median.
+    comparable = report.summary["median_run_time_gpu_paper_s"]
     if own:
-        ratios = ", ".join(f"{name} {medians[name] / own:.1f}×" for name in ("Philly", "Helios", "PAI"))
+        ratios = ", ".join(
+            f"{name} {medians[name] / comparable:.1f}×" for name in ("Philly", "Helios", "PAI")
+        ) if comparable else "n/a"  # fmt: skip
         finding = (
-            f"median GPU-job run time {seconds(own)}; the earlier DL clusters' medians are {ratios} longer"
+            f"median GPU-job run time {seconds(own)} ({_definition_words(report.definition)}); under the "
+            f"paper's definition ({seconds(comparable)}) the earlier DL clusters' medians are {ratios} as long"
         )
     else:
         finding = "no finished GPU job in this period"
@@ -425,32 +438,32 @@ def _failures(report: Characterization, queries) -> None:
         )
     )
 
+    failed_jobs = int(queries.jobs("select_failed_jobs")["failed_jobs"].iloc[0])
     reasons = queries.diagnosed("select_failure_reasons")
-    if reasons is None or reasons.empty:
-        report.failure_note = (
-            "no diagnosis records yet" if reasons is None else "no diagnosed failed job in this period"
-        )
-        report.tables["failure_reasons"] = pd.DataFrame(
-            columns=["category", "reason", "jobs", "job_share", "gpu_time", "gpu_time_share",
-                     "med_time_to_failure_s", "avg_time_to_failure_s", "med_gpu_num", "avg_gpu_num"]
-        )  # fmt: skip
-        categories = pd.DataFrame(columns=["category", "jobs", "job_share", "gpu_time", "gpu_time_share"])
+    report.tables["failure_reasons"], categories = _failure_tables(reasons)
+    diagnosed = int(categories["jobs"].sum())
+    report.summary["failed_jobs"] = failed_jobs
+    report.summary["diagnosed_failed_jobs"] = diagnosed
+    coverage = f"{diagnosed:,} of {failed_jobs:,} failed jobs diagnosed"
+    if reasons is None:
+        report.failure_note = f"no diagnosis records yet (0 of {failed_jobs:,} failed jobs diagnosed)"
         finding = report.failure_note
+    elif not diagnosed:
+        report.failure_note = f"no diagnosed failed job in this period (0 of {failed_jobs:,})"
+        finding = report.failure_note
+    elif diagnosed < MIN_DIAGNOSED_FOR_SHARES:
+        counts = ", ".join(
+            f"{c} {int(n)}" for c, n in zip(categories["category"], categories["jobs"], strict=True)
+        )
+        finding = f"{coverage} ({counts}): too few for shares to be a finding"
+        report.failure_note = finding
     else:
-        report.tables["failure_reasons"] = reasons
-        categories = reasons.groupby("category", as_index=False)[["jobs", "gpu_time"]].sum()
-        categories["job_share"] = categories["jobs"] / categories["jobs"].sum()
-        total = categories["gpu_time"].sum()
-        categories["gpu_time_share"] = categories["gpu_time"] / total if total else 0.0
-        categories = categories.sort_values("gpu_time", ascending=False)[
-            ["category", "jobs", "job_share", "gpu_time", "gpu_time_share"]
-        ]
         top = categories.iloc[0]
         finding = (
-            f"{top['category']}: {pct(top['job_share'])} of {int(categories['jobs'].sum()):,} diagnosed failures, "
+            f"{coverage}; {top['category']}: {pct(top['job_share'])} of them, "
             f"{pct(top['gpu_time_share'])} of their GPU time"
         )
-    report.tables["failure_categories"] = categories.reset_index(drop=True)
+    report.tables["failure_categories"] = categories
     report.figures.append(
         FigureSpec(
             "failure_categories",
@@ -458,7 +471,7 @@ def _failures(report: Characterization, queries) -> None:
             "Failures by root-cause category (the paper's Table 3)",
             finding,
             ["failure_reasons", "failure_categories"],
-            not categories.empty,
+            diagnosed >= MIN_DIAGNOSED_FOR_SHARES,
         )  # fmt: skip
     )
 
@@ -479,22 +492,19 @@ def _failures(report: Characterization, queries) -> None:
         )
     report.tables["temperature_failures"] = frame
     has_temp = "gpu_temp_mean_c" in frame and frame["gpu_temp_mean_c"].notna().any()
+    has_infra = "infra_failures" in frame and bool(frame["infra_failures"].sum())
     parts = []
     if has_temp:
-        hottest = frame.loc[frame["gpu_temp_max_c"].idxmax()]
-        parts.append(f"hottest day {hottest['day']:%Y-%m-%d} (max {hottest['gpu_temp_max_c']:.0f} °C)")
-    if "infra_failures" in frame and frame["infra_failures"].sum():
-        worst = frame.loc[frame["infra_failures"].idxmax()]
-        parts.append(
-            f"most infrastructure failures on {worst['day']:%Y-%m-%d} ({int(worst['infra_failures'])})"
-        )
+        parts.append(_extreme_days(frame, "gpu_temp_max_c", "hottest GPU (daily maximum)", " °C"))
+    if has_infra:
+        parts.append(_extreme_days(frame, "infra_failures", "most infrastructure failures", ""))
         if has_temp and frame["infra_failures"].std() and frame["gpu_temp_max_c"].std():
             corr = frame[["gpu_temp_max_c", "infra_failures"]].corr().iloc[0, 1]
             parts.append(f"daily correlation {corr:+.2f}")
-    elif infra is None:
-        parts.append("no diagnosis records yet")
+    elif infra is not None:
+        parts.append("no diagnosed infrastructure failure")
     if not has_temp:
-        parts.append("no GPU temperature telemetry in this period")
+        parts.insert(0, "no GPU temperature telemetry for this period")
     report.figures.append(
         FigureSpec(
             "temperature_failures",
@@ -502,9 +512,45 @@ def _failures(report: Characterization, queries) -> None:
             "GPU temperature and infrastructure failures per day",
             "; ".join(parts),
             ["temperature_failures"],
-            has_temp or bool(infra is not None and len(infra)),
+            has_temp or has_infra,
         )  # fmt: skip
     )
+
+
+def _extreme_days(frame: pd.DataFrame, column: str, what: str, unit: str) -> str:
+    """ "hottest: 2023-07-02 (71 °C)": every day that ties for the maximum is named, and when all
+    days are equal the finding says so instead of presenting one of them as the extreme."""
+    values = frame[column].dropna().round(0)  # ties as shown: whole units
+    top = values.max()
+    tied = frame.loc[values[values == top].index, "day"]
+    if len(values) > 1 and len(tied) == len(values):
+        return f"{what}: the same on all {len(values)} days ({top:,.0f}{unit})"
+    return f"{what}: {', '.join(f'{d:%Y-%m-%d}' for d in tied)} ({top:,.0f}{unit})"
+
+
+def _failure_tables(reasons: pd.DataFrame | None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The per-reason table as queried and its per-category sums. A diagnosis without a category
+    (reason Unknown, or one outside the taxonomy) is its own row under ``UNCATEGORIZED``: every
+    diagnosed job is counted, none is dropped."""
+    import pandas as pd
+
+    if reasons is None or reasons.empty:
+        empty = pd.DataFrame(
+            columns=["category", "reason", "jobs", "job_share", "gpu_time", "gpu_time_share",
+                     "med_time_to_failure_s", "avg_time_to_failure_s", "med_gpu_num", "avg_gpu_num"]
+        )  # fmt: skip
+        return empty, pd.DataFrame(columns=["category", "jobs", "job_share", "gpu_time", "gpu_time_share"])
+    reasons = reasons.copy()
+    reasons["category"] = reasons["category"].fillna(UNCATEGORIZED)
+    reasons["reason"] = reasons["reason"].fillna(UNCATEGORIZED)
+    categories = reasons.groupby("category", as_index=False, dropna=False)[["jobs", "gpu_time"]].sum()
+    categories["job_share"] = categories["jobs"] / categories["jobs"].sum()
+    total = categories["gpu_time"].sum()
+    categories["gpu_time_share"] = categories["gpu_time"] / total if total else 0.0
+    categories = categories.sort_values(["gpu_time", "jobs"], ascending=False)[
+        ["category", "jobs", "job_share", "gpu_time", "gpu_time_share"]
+    ]
+    return reasons, categories.reset_index(drop=True)
 
 
 # --- 9. trends ----------------------------------------------------------------------------------
@@ -523,15 +569,23 @@ def _trends(report: Characterization, queries) -> None:
     report.tables["daily_usage"] = usage
     report.tables["daily_outcomes"] = outcomes
     per_day = usage.groupby("day")[["jobs", "gpu_hours"]].sum()
-    busiest = per_day["gpu_hours"].idxmax()
-    finding = (
-        f"{len(per_day)} days: {per_day['jobs'].mean():,.0f} jobs and {per_day['gpu_hours'].mean():,.0f} GPU-hours "
-        f"a day on average; most GPU-hours on {busiest:%Y-%m-%d} ({per_day['gpu_hours'].max():,.0f})"
-    )
+    if len(per_day) > 1:
+        finding = (
+            f"{len(per_day)} days: {per_day['jobs'].mean():,.0f} jobs and {per_day['gpu_hours'].mean():,.0f} "
+            f"GPU-hours a day on average; "
+            + _extreme_days(per_day.reset_index(), "gpu_hours", "most GPU-hours", " GPU-h")
+        )
+    else:  # nothing to draw across nights: the month and history reports show the trends
+        finding = (
+            f"1 day: {per_day['jobs'].sum():,.0f} jobs, {per_day['gpu_hours'].sum():,.0f} GPU-hours; "
+            "trends need more than one day (see the month's report)"
+        )
     if len(outcomes) and outcomes["fail_rate"].notna().any():
         finding += (
             f"; daily failure rate {pct(outcomes['fail_rate'].min())}–{pct(outcomes['fail_rate'].max())}"
         )
     report.figures.append(
-        FigureSpec("trends", 9, "Trends across nights", finding, ["daily_usage", "daily_outcomes"])
+        FigureSpec(
+            "trends", 9, "Trends across nights", finding, ["daily_usage", "daily_outcomes"], len(per_day) > 1
+        )
     )

@@ -81,6 +81,7 @@ class ReportWriter:
             sections=SECTIONS,
             figures_by_section=_by_section(report),
             pngs=pngs,
+            image_sizes={name: _css_size(png) for name, png in pngs.items()},
             html_tables=_html_tables(report),
             generated_at=(generated_at or datetime.now(UTC)).strftime("%Y-%m-%d %H:%M UTC"),
         )
@@ -131,45 +132,135 @@ def _by_section(report: Characterization) -> dict[int, list]:
     return sections
 
 
+# The summary table's rows as shown on the page: a readable label and how its values read (the CSV
+# keeps the identifiers). count: whole number; seconds: a duration; gpus: GPUs per job; share: a
+# percentage; gpu_time: GPU-seconds shown as GPU-hours.
+SUMMARY_LABELS: dict[str, tuple[str, str]] = {
+    "job_num": ("Jobs", "count"),
+    "cpu_job_num": ("CPU jobs", "count"),
+    "gpu_job_num": ("GPU jobs", "count"),
+    "avg_run_time_gpu": ("GPU jobs: mean run time", "seconds"),
+    "avg_que_time_gpu": ("GPU jobs: mean queueing delay", "seconds"),
+    "avg_gpu_num": ("GPU jobs: mean GPUs per job", "gpus"),
+    "med_run_time_gpu": ("GPU jobs: median run time", "seconds"),
+    "med_que_time_gpu": ("GPU jobs: median queueing delay", "seconds"),
+    "med_gpu_num": ("GPU jobs: median GPUs per job", "gpus"),
+    "max_run_time_gpu": ("GPU jobs: longest run time", "seconds"),
+    "max_gpu": ("GPU jobs: most GPUs in one job", "gpus"),
+    "complete_rate_gpu": ("GPU jobs completed (% of finished)", "share"),
+    "cancel_rate_gpu": ("GPU jobs cancelled (% of finished)", "share"),
+    "fail_rate_gpu": ("GPU jobs failed (% of finished)", "share"),
+    "complete_gpu_time": ("GPU time of completed jobs", "gpu_time"),
+    "cancel_gpu_time": ("GPU time of cancelled jobs", "gpu_time"),
+    "fail_gpu_time": ("GPU time of failed jobs", "gpu_time"),
+    "complete_rate_gpu_time": ("GPU time: completed jobs' share", "share"),
+    "cancel_rate_gpu_time": ("GPU time: cancelled jobs' share", "share"),
+    "fail_rate_gpu_time": ("GPU time: failed jobs' share", "share"),
+    "avg_run_time_cpu": ("CPU jobs: mean run time", "seconds"),
+    "avg_que_time_cpu": ("CPU jobs: mean queueing delay", "seconds"),
+    "med_run_time_cpu": ("CPU jobs: median run time", "seconds"),
+    "med_que_time_cpu": ("CPU jobs: median queueing delay", "seconds"),
+    "complete_rate_cpu": ("CPU jobs completed (% of finished)", "share"),
+    "cancel_rate_cpu": ("CPU jobs cancelled (% of finished)", "share"),
+    "fail_rate_cpu": ("CPU jobs failed (% of finished)", "share"),
+}
+
+# Per-type table columns as shown on the page (short headers with units; the CSV keeps the names).
+TYPE_COLUMNS = {
+    "job_type": "type",
+    "jobs": "GPU jobs",
+    "job_share": "% jobs",
+    "gpu_time": "GPU-hours",
+    "gpu_time_share": "% GPU time",
+    "avg_gpu_num": "GPUs mean",
+    "med_gpu_num": "GPUs median",
+    "med_run_s": "run median",
+    "avg_run_s": "run mean",
+    "med_queue_s": "queue median",
+    "avg_queue_s": "queue mean",
+    "p90_queue_s": "queue p90",
+    "fail_rate": "% failed",
+}
+FAILURE_COLUMNS = {
+    "category": "category",
+    "reason": "reason",
+    "jobs": "failed jobs",
+    "job_share": "% jobs",
+    "gpu_time": "GPU-hours",
+    "gpu_time_share": "% GPU time",
+    "med_time_to_failure_s": "time to failure, median",
+    "avg_time_to_failure_s": "time to failure, mean",
+    "med_gpu_num": "GPUs median",
+    "avg_gpu_num": "GPUs mean",
+}
+
+
 def _html_tables(report: Characterization) -> dict[str, str]:
-    """The small tables shown in the page itself (the rest are linked as CSV/JSON)."""
+    """The small tables shown in the page itself (the rest are linked as CSV/JSON), with readable
+    headers and units; the CSV and JSON keep the identifiers and raw values."""
     from acme.report.characterize import pct, seconds
 
     shown = {}
     summary = report.tables["summary"].set_index("id").T
     summary.columns.name = None
-    shown["summary"] = summary.map(_summary_cell).to_html(classes="data")
+    rows = {
+        SUMMARY_LABELS.get(name, (name, "count"))[0]: [
+            _summary_cell(v, SUMMARY_LABELS.get(name, (name, "count"))[1]) for v in summary.loc[name]
+        ]
+        for name in summary.index
+    }
+    import pandas as pd
+
+    shown["summary"] = pd.DataFrame.from_dict(rows, orient="index", columns=list(summary.columns)).to_html(
+        classes="data summary"
+    )
     types = report.tables["type_stats"].copy()
     for column in ("job_share", "gpu_time_share", "fail_rate"):
         types[column] = types[column].map(pct)
     for column in ("med_run_s", "avg_run_s", "med_queue_s", "avg_queue_s", "p90_queue_s"):
         types[column] = types[column].map(seconds)
-    types["gpu_time"] = (types["gpu_time"] / 3600).map(lambda v: f"{v:,.0f} GPU-h")
-    shown["type_stats"] = types.to_html(index=False, float_format=lambda v: f"{v:,.2f}", classes="data")
+    types["gpu_time"] = (types["gpu_time"] / 3600).map(lambda v: f"{v:,.0f}")
+    types["avg_gpu_num"] = types["avg_gpu_num"].map(lambda v: f"{v:,.1f}")
+    types["med_gpu_num"] = types["med_gpu_num"].map(lambda v: f"{v:,.0f}")
+    shown["type_stats"] = types.rename(columns=TYPE_COLUMNS).to_html(index=False, classes="data")
     failures = report.tables["failure_reasons"].copy()
     if len(failures):
         for column in ("job_share", "gpu_time_share"):
             failures[column] = failures[column].map(pct)
         for column in ("med_time_to_failure_s", "avg_time_to_failure_s"):
             failures[column] = failures[column].map(seconds)
-        failures["gpu_time"] = (failures["gpu_time"] / 3600).map(lambda v: f"{v:,.1f} GPU-h")
-        shown["failure_reasons"] = failures.to_html(
-            index=False, float_format=lambda v: f"{v:,.1f}", classes="data"
+        failures["gpu_time"] = (failures["gpu_time"] / 3600).map(lambda v: f"{v:,.1f}")
+        for column in ("med_gpu_num", "avg_gpu_num"):
+            failures[column] = failures[column].map(lambda v: f"{v:,.1f}")
+        shown["failure_reasons"] = failures.rename(columns=FAILURE_COLUMNS).to_html(
+            index=False, classes="data"
         )
         categories = report.tables["failure_categories"].copy()
         for column in ("job_share", "gpu_time_share"):
             categories[column] = categories[column].map(pct)
-        categories["gpu_time"] = (categories["gpu_time"] / 3600).map(lambda v: f"{v:,.1f} GPU-h")
-        shown["failure_categories"] = categories.to_html(index=False, classes="data")
+        categories["gpu_time"] = (categories["gpu_time"] / 3600).map(lambda v: f"{v:,.1f}")
+        shown["failure_categories"] = categories.rename(columns=FAILURE_COLUMNS).to_html(
+            index=False, classes="data"
+        )
     return shown
 
 
-def _summary_cell(value: Any) -> str:
-    """Counts and seconds as whole numbers, shares and averages with three decimals, – for none."""
+def _summary_cell(value: Any, kind: str) -> str:
+    """One summary value in its unit; – for none."""
+    from acme.report.characterize import pct, seconds
+
     if value is None or value != value:
         return "–"
     number = float(value)
-    return f"{number:,.0f}" if number.is_integer() else f"{number:,.3f}"
+    if kind == "share":
+        return pct(number)
+    if kind == "seconds":
+        return seconds(number)
+    if kind == "gpu_time":
+        return f"{number / 3600:,.0f} GPU-h"
+    if kind == "gpus":
+        return f"{number:,.0f}" if number.is_integer() else f"{number:,.2f}"
+    return f"{number:,.0f}"
 
 
 def render_template(name: str, **context: Any) -> str:
@@ -183,6 +274,14 @@ def render_template(name: str, **context: Any) -> str:
         lstrip_blocks=True,
     )
     return environment.get_template(name).render(**context)
+
+
+def _css_size(png: bytes) -> tuple[int, int]:
+    """The size a figure is shown at, in CSS pixels: drawn at PIXEL_RATIO, sharp on HiDPI screens."""
+    from acme.report.figures import PIXEL_RATIO
+
+    width, height = png_size(png)
+    return width // PIXEL_RATIO, height // PIXEL_RATIO
 
 
 def png_size(data: bytes) -> tuple[int, int]:

@@ -8,6 +8,7 @@ from datetime import date
 import pytest
 
 from acme.lake import Lake
+from acme.report import characterize as characterize_module
 from acme.report.characterize import characterize
 from acme.report.periods import parse_period
 from tests.unit.report.conftest import (
@@ -62,9 +63,67 @@ def test_failure_table_has_the_papers_columns_from_the_newest_diagnosis(diagnose
     categories = report.tables["failure_categories"].set_index("category")
     assert categories.loc["Script", "jobs"] == len(script)
     assert categories["gpu_time_share"].sum() == pytest.approx(1.0)
+    # Six diagnoses of hundreds of failed jobs: counts and coverage, no share presented as a finding.
+    finding = report.figure("failure_categories").finding
+    assert finding.startswith(
+        f"{len(REASONS)} of {failed_job_count(lake, 'seren'):,} failed jobs diagnosed ("
+    )
+    assert "Script 3" in finding and finding.endswith("too few for shares to be a finding")
+    assert not report.figure("failure_categories").drawn
+    assert report.summary["diagnosed_failed_jobs"] == len(REASONS)
+
+
+def test_with_enough_diagnoses_the_finding_gives_the_top_categorys_share(diagnosed, monkeypatch):
+    lake, _ = diagnosed
+    monkeypatch.setattr(characterize_module, "MIN_DIAGNOSED_FOR_SHARES", len(REASONS))
+    report = characterize(lake, "seren", parse_period("all"))
+    categories = report.tables["failure_categories"].set_index("category")
     top = categories["gpu_time"].idxmax()
-    assert report.figure("failure_categories").finding.startswith(f"{top}: ")
+    coverage = f"{len(REASONS)} of {failed_job_count(lake, 'seren'):,} failed jobs diagnosed"
+    assert report.figure("failure_categories").finding.startswith(f"{coverage}; {top}: ")
     assert report.figure("failure_categories").drawn
+
+
+@pytest.fixture()
+def unknown_lake(tmp_path) -> tuple[Lake, list[dict]]:
+    lake = Lake(str(tmp_path / "lake"))
+    ingest_synth_trace(lake, "kalos", tmp_path, start=date(2023, 6, 5), days=1, scale=0.2)
+    return lake, failed_jobs(lake, "kalos", 4)
+
+
+def test_a_period_whose_only_diagnosis_is_unknown_counts_it_instead_of_crashing(unknown_lake):
+    # What the diagnosis writes when nothing decided: reason Unknown, no category (issue 20).
+    lake, jobs = unknown_lake
+    write_diagnoses(lake, "kalos", [diagnosis("kalos", jobs[0], "Unknown", None)])
+    report = characterize(lake, "kalos", parse_period("all"))
+    categories = report.tables["failure_categories"]
+    assert categories[["category", "jobs"]].to_dict("records") == [{"category": "Unknown", "jobs": 1}]
+    assert report.tables["failure_reasons"][["category", "reason"]].to_dict("records") == [
+        {"category": "Unknown", "reason": "Unknown"}
+    ]
+    failed = failed_job_count(lake, "kalos")
+    assert report.figure("failure_categories").finding.startswith(
+        f"1 of {failed:,} failed jobs diagnosed (Unknown 1)"
+    )
+
+
+def test_unknown_and_categories_outside_the_taxonomy_are_rows_never_dropped(unknown_lake):
+    lake, jobs = unknown_lake
+    outcomes = [
+        ("Unknown", None),
+        ("NVLink Error", "Infrastructure"),
+        ("Unknown", None),
+        ("Rack power", "Facility"),
+    ]
+    write_diagnoses(
+        lake, "kalos", [diagnosis("kalos", job, r, c) for job, (r, c) in zip(jobs, outcomes, strict=True)]
+    )
+    report = characterize(lake, "kalos", parse_period("all"))
+    categories = report.tables["failure_categories"].set_index("category")["jobs"].to_dict()
+    assert categories == {"Unknown": 2, "Infrastructure": 1, "Facility": 1}
+    assert report.tables["failure_reasons"]["jobs"].sum() == len(outcomes)
+    assert report.summary["diagnosed_failed_jobs"] == len(outcomes)
+    assert report.tables["failure_categories"]["job_share"].sum() == pytest.approx(1.0)
 
 
 def test_temperature_against_infrastructure_failures_per_day(diagnosed):
@@ -81,7 +140,35 @@ def test_temperature_against_infrastructure_failures_per_day(diagnosed):
 
 def test_without_diagnosis_records_the_report_says_so(synth_lake):
     report = characterize(synth_lake, "kalos", parse_period("all"))
-    assert report.failure_note == "no diagnosis records yet"
-    assert report.figure("failure_categories").finding == "no diagnosis records yet"
+    note = f"no diagnosis records yet (0 of {failed_job_count(synth_lake, 'kalos'):,} failed jobs diagnosed)"
+    assert report.failure_note == note
+    assert report.figure("failure_categories").finding == note
     assert not report.figure("failure_categories").drawn
     assert report.tables["failure_reasons"].empty
+
+
+def failed_job_count(lake: Lake, cluster: str) -> int:
+    """Failed jobs (GPU and CPU) in the lake, counted apart from the report's SQL."""
+    import pyarrow.parquet as pq
+
+    keys = [k for k in lake.list(f"jobs/cluster={cluster}") if k.endswith("jobs.parquet")]
+    return sum(
+        pq.read_table(lake.path(k), columns=["state_group"]).column(0).to_pylist().count("failed")
+        for k in keys
+    )
+
+
+def test_days_that_tie_are_named_as_a_tie_never_as_the_extreme():
+    import pandas as pd
+
+    from acme.report.characterize import _extreme_days
+
+    days = pd.to_datetime(["2023-07-01", "2023-07-02", "2023-07-03"])
+    same = pd.DataFrame({"day": days, "gpu_temp_max_c": [71.2, 70.9, 71.0]})
+    assert (
+        _extreme_days(same, "gpu_temp_max_c", "hottest", " °C") == "hottest: the same on all 3 days (71 °C)"
+    )
+    two = pd.DataFrame({"day": days, "gpu_temp_max_c": [74.0, 68.0, 74.2]})
+    assert _extreme_days(two, "gpu_temp_max_c", "hottest", " °C") == "hottest: 2023-07-01, 2023-07-03 (74 °C)"
+    one = pd.DataFrame({"day": days, "gpu_temp_max_c": [70.0, 76.0, None]})
+    assert _extreme_days(one, "gpu_temp_max_c", "hottest", " °C") == "hottest: 2023-07-02 (76 °C)"
