@@ -37,6 +37,7 @@ from airflow.timetables.trigger import CronTriggerTimetable
 
 from acme import config
 from acme_airflow.defaults import DEFAULT_ARGS, Tag
+from acme_airflow.params import cluster_param
 
 DIAGNOSIS_DAG_ID = "diagnose_failures"
 
@@ -54,9 +55,10 @@ DIAGNOSIS_DAG_ID = "diagnose_failures"
         "retry_exponential_backoff": False,
     },
     tags=[Tag.TRAINING, Tag.METRICS, Tag.DIAGNOSIS],
+    description="Every 2 min: running GPU jobs' telemetry checked for hangs and fail-slow nodes; suspects go to diagnosis",
     doc_md=__doc__,
     params={
-        "cluster": Param("all", type="string", title="Cluster", description="A configured cluster, or all."),
+        "cluster": cluster_param(),
         "at": Param(
             None,
             type=["null", "string"],
