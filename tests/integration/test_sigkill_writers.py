@@ -177,10 +177,10 @@ def diagnosis_scenario() -> Scenario:
     steps are called directly: offline no LLM proposes them."""
 
     def write_logs(lake, xcom):
-        from acme.diagnosis.nightly import plan_diagnoses
+        from acme.diagnosis.nightly import failed_jobs
         from acme.diagnosis.synth_log import iter_training_log
 
-        items = plan_diagnoses(lake, [("kalos", DAY1)])["items"][:DIAGNOSED_JOBS]
+        items = [{"job": job} for job in failed_jobs(lake, "kalos", DAY1)[:DIAGNOSED_JOBS]]
         for item, failure in zip(items, ("OutOfMemoryError", "NCCLTimeoutError"), strict=False):
             folder = Path(lake.path(f"logs/cluster=kalos/job={item['job']['job_id']}"))
             folder.mkdir(parents=True, exist_ok=True)
@@ -190,10 +190,12 @@ def diagnosis_scenario() -> Scenario:
 
     def diagnose(index: int):
         def call(lake, xcom):
-            from acme.diagnosis.nightly import diagnose_and_route
+            from acme.diagnosis.nightly import diagnose_chunk, plan_run
 
-            manifest = diagnose_and_route(lake, xcom["plan and logs"][index])
-            return {k: manifest[k] for k in ("job_id", "reason", "source", "route")}
+            job_id = xcom["plan and logs"][index]["job"]["job_id"]
+            plan = plan_run(lake, [("kalos", DAY1)], run_id=f"kill-{index}", job_id=job_id)
+            summary = diagnose_chunk(lake, plan["plan"], 0)
+            return {"job_id": job_id, **{k: summary[k] for k in ("reasons", "sources", "routes")}}
 
         return call
 

@@ -72,8 +72,22 @@ def learn_min_confidence() -> float:
 
 
 def max_jobs_per_run() -> int:
-    """At most this many failed jobs are diagnosed by one DAG run (``ACME_DIAGNOSIS_MAX_JOBS``, 500)."""
+    """At most this many failed jobs *with a log* are diagnosed by one DAG run (``ACME_DIAGNOSIS_MAX_JOBS``,
+    500); the others wait in the carry-over queue for the next run. Jobs without a log are not capped:
+    their bulk diagnosis from metadata takes seconds for thousands."""
     return int(_number("ACME_DIAGNOSIS_MAX_JOBS", "500", 1, 100_000))
+
+
+def chunks() -> int:
+    """At most this many mapped tasks diagnose one run's jobs with a log (``ACME_DIAGNOSIS_CHUNKS``, 4):
+    each loads the embedding model at most once for its whole chunk."""
+    return int(_number("ACME_DIAGNOSIS_CHUNKS", "4", 1, 64))
+
+
+def claim_ttl_s() -> float:
+    """A queued job claimed by a run that did not diagnose it is taken by another run after this many
+    seconds (``ACME_DIAGNOSIS_CLAIM_TTL_S``, 21600: a run that failed for good, not one still working)."""
+    return _number("ACME_DIAGNOSIS_CLAIM_TTL_S", "21600", 60, 30 * 86_400)
 
 
 def concurrency() -> int:
