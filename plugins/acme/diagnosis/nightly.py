@@ -198,6 +198,7 @@ def plan_run(
         "without_log": without_log,
         "chunks": _chunked(with_log, chunks),
         "waiting": waiting,
+        "manual": bool(job_id),
     }
     key = plan_key(run_id)
     lake.write_json(key, plan)
@@ -348,7 +349,8 @@ def diagnose_without_logs(lake: Lake, key: str) -> dict[str, Any]:
 def diagnose_chunk(lake: Lake, key: str, index: int, agent: Any = None) -> dict[str, Any]:
     """Diagnose chunk ``index`` of the plan's jobs with a log, one after another in this process (the
     embedding model, when needed, loads once), storing records every few jobs; jobs this run already
-    stored (a retry) are skipped.
+    stored (a retry) are skipped. A nightly chunk then stores the cases that rule-decided diagnoses
+    deferred (``acme.diagnosis.deferred_cases``); a manual run's chunk leaves them for the next night.
 
     A nightly job whose log cannot be read gets an ``Unknown`` record that says why, and the chunk goes
     on; a log location given by hand that is wrong fails the task (the operator is waiting for it).
@@ -386,6 +388,10 @@ def diagnose_chunk(lake: Lake, key: str, index: int, agent: Any = None) -> dict[
             pending = []
     if pending:
         partitions += write_records(lake, pending)
+    if not plan.get("manual"):  # a crash's own diagnosis does not wait for the model: the nightly run does
+        from acme.diagnosis.deferred_cases import flush_deferred_cases
+
+        flush_deferred_cases(lake)
     return _step_summary(routed, partitions, len(items) - len(todo), errors)
 
 

@@ -8,8 +8,9 @@ Order, stopping at the first confident answer (``ACME_DIAGNOSIS_MIN_CONFIDENCE``
    it are refused. Local and object-store logs (plain or ``.gz``) stream through fsspec.
 2. **Compress** with the job family's stored filter rules first, then the bundled ones.
 3. **Rules**: the bundled rules plus those learned before (``acme.diagnosis.learning``).
-4. **Retrieval**: the nearest past cases are always looked up (they are shown as similar cases). When the
-   rules are not confident their similarity-weighted vote decides if no rule matched at all, and otherwise
+4. **Retrieval**: unless a rule already decided confidently (then no embedding model is loaded, and the
+   case is stored later: ``acme.diagnosis.deferred_cases``), the nearest past cases are looked up (they
+   are shown as similar cases). When the rules are not confident their similarity-weighted vote decides if no rule matched at all, and otherwise
    can only confirm the rule's reason (raising its confidence): a past case never overrules a rule.
 5. **LLM agent**, only when still not confident and an endpoint is configured. When it is unavailable
    the diagnosis falls back to retrieval (or the rules) and the record's note says so.
@@ -321,7 +322,11 @@ def diagnose_log_lines(
     signature_lines = retrieval.signature_lines(compressed)
     similar: list[Any] = []
     store = None
-    if lake is not None:
+    if lake is not None and confident():
+        # No past case can overrule a confident rule: the embedding model is not loaded (seconds on the
+        # way from a crash to its restart), and the case waits in acme.diagnosis.deferred_cases.
+        notes.append("a rule decided: similar past cases not looked up")
+    elif lake is not None:
         store = retrieval.CaseStore(lake)
         if settings.embedding() == "minilm" and isinstance(store.embedder, retrieval.LexicalEmbedder):
             notes.append(f"embedding model unavailable, lexical retrieval used ({retrieval.fallback_reason})")
@@ -378,7 +383,12 @@ def diagnose_log_lines(
                 f"learned rule {outcome.rule_id}" if outcome.accepted else f"rule not learned: {outcome.why}"
             )
         if store_case and record.source in ("rule", "llm") and record.confidence >= threshold:
-            store.upsert([case])
+            if store is None:
+                from acme.diagnosis.deferred_cases import defer_case
+
+                defer_case(lake, case)
+            else:
+                store.upsert([case])
     record.note = "; ".join(notes) or None
     return record
 

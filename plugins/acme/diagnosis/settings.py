@@ -96,12 +96,8 @@ def concurrency() -> int:
 
 
 def recovery_dry_run() -> bool:
-    """Whether recovery requests ask ``recover_training`` for a dry run (``ACME_RECOVERY_DRY_RUN``)."""
-    return _env("ACME_RECOVERY_DRY_RUN", "true").lower() in ("1", "true", "yes")
+    """Whether recovery requests ask ``recover_training`` for a dry run (``ACME_RECOVERY_DRY_RUN``, the
+    same setting as that DAG's own default: see ``acme.recovery.settings.dry_run_default``)."""
+    from acme.recovery.settings import dry_run_default
 
-
-def checkpoint_uri_pattern() -> str | None:
-    """Where a job's checkpoints are (``ACME_CHECKPOINT_URI_PATTERN``, e.g. ``s3://ckpt/{job_id}``); unset:
-    the job metadata's ``checkpoint_uri`` or none (recover_training then looks for itself)."""
-    value = _env("ACME_CHECKPOINT_URI_PATTERN", "")
-    return value or None
+    return dry_run_default()

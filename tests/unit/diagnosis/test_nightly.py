@@ -197,3 +197,19 @@ def test_an_unreadable_nightly_log_is_recorded_as_such_and_the_chunk_goes_on(ser
     assert summary["jobs"] == 5 and len(summary["errors"]) == 1 and bad in summary["errors"][0]
     row = next(r for r in stored(lake_dir) if r["job_id"] == bad)
     assert row["reason"] == "Unknown" and "cannot diagnose" in row["note"] and "train.log.gz" in row["note"]
+
+
+def test_rule_decided_cases_wait_for_the_nightly_chunk_not_for_a_crash_diagnosis(seren_day):
+    from acme.diagnosis.deferred_cases import deferred_case_keys
+    from acme.diagnosis.nightly import diagnose_chunk, plan_run
+    from acme.diagnosis.retrieval import CaseStore
+
+    lake = seren_day["lake"]
+    job_id = seren_day["logged"][0]
+    manual = plan_run(lake, [("seren", DAY)], run_id="crash", job_id=job_id)
+    diagnose_chunk(lake, manual["plan"], 0)
+    assert len(deferred_case_keys(lake)) == 1 and CaseStore(lake).read("seren") == []
+
+    run_night(lake, "night-1")  # the rule decides every logged job; the chunks store every case once
+    assert deferred_case_keys(lake) == []
+    assert sorted(c["job_id"] for c in CaseStore(lake).read("seren")) == sorted(seren_day["logged"])
