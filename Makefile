@@ -69,21 +69,25 @@ demo: setup
 	    "{\"day\": \"$$day\", \"cluster\": \"seren\", \"source\": \"acmetrace-csv\", \"input\": \"$$exported\"}" || exit 1; \
 	done
 	@$(PY) -m acme lake-summary --lake $(ACME_LAKE_URI)
-	@echo "3. Diagnosis of failed job $(DEMO_JOB) (kalos, 2023-07-01) after a crash, from a synthesized log"
+	@echo "3. Nightly diagnosis of every failed job of 2023-07-01 (both clusters): jobs without a log from their"
+	@echo "   metadata in bulk, job $(DEMO_JOB) (kalos) from a synthesized crash log"
 	@mkdir -p $(ACME_LAKE_URI)/logs/cluster=kalos/job=$(DEMO_JOB)
 	@$(PY) -c 'import sys; from acme.diagnosis.synth_log import iter_training_log; \
 	  sys.stdout.writelines(line + "\n" for line in iter_training_log(20000, failure="OutOfMemoryError"))' \
 	  > $(ACME_LAKE_URI)/logs/cluster=kalos/job=$(DEMO_JOB)/train.log
-	@$(DAG_TEST) diagnose diagnose_failures 2023-07-01 \
-	  '{"cluster": "kalos", "job_id": "$(DEMO_JOB)", "day": "2023-07-01"}'
-	@$(PY) -c 'import json, pyarrow.parquet as pq; \
-	  row = pq.read_table("$(ACME_LAKE_URI)/diagnoses/cluster=kalos/date=2023-07-01/diagnoses.parquet").to_pylist()[0]; \
-	  print("  diagnosis:", json.dumps({k: row[k] for k in ("job_id", "reason", "category", "attribution", "source", "confidence")}))'
-	@echo "4. Recovery of simulated Pretrain job demo-pretrain-1 (8 nodes, seren-n005 faulty; simulated cluster)"
+	@$(DAG_TEST) diagnose diagnose_failures 2023-07-01 '{"day": "2023-07-01", "rediagnose": true}'
+	@$(PY) -c 'import collections, json, pyarrow.parquet as pq; \
+	  rows = {c: pq.read_table("$(ACME_LAKE_URI)/diagnoses/cluster=%s/date=2023-07-01/diagnoses.parquet" % c).to_pylist() for c in ("kalos", "seren")}; \
+	  [print("  %s: %d failed jobs diagnosed, by source %s" % (c, len(r), dict(collections.Counter(x["source"] for x in r)))) for c, r in rows.items()]; \
+	  row = next(x for x in rows["kalos"] if x["job_id"] == "$(DEMO_JOB)"); \
+	  print("  from its log:", json.dumps({k: row[k] for k in ("job_id", "reason", "category", "attribution", "source", "confidence")}))'
+	@echo "4. Recovery of simulated Pretrain job demo-pretrain-1 (8 nodes, seren-n005 faulty; simulated cluster, live)"
 	@$(PY) -c 'from pathlib import Path; from acme.recovery.synth_checkpoints import write_checkpoint; \
 	  root = Path("$(AIRFLOW_HOME)/demo-checkpoints"); [write_checkpoint(root, step) for step in (100, 200)]'
 	@$(DAG_TEST) recover recover_training 2023-07-03 \
-	  '{"recovery_id": "demo-recovery", "checkpoint_uri": "$(AIRFLOW_HOME)/demo-checkpoints"}'
+	  '{"recovery_id": "demo-recovery", "cluster": "seren", "job_id": "demo-pretrain-1", "dry_run": false, \
+	    "nodes": ["seren-n000", "seren-n001", "seren-n002", "seren-n003", "seren-n004", "seren-n005", "seren-n006", "seren-n007"], \
+	    "checkpoint_uri": "$(AIRFLOW_HOME)/demo-checkpoints"}'
 	@$(PY) -c 'import json, glob; \
 	  path = glob.glob("$(ACME_LAKE_URI)/recovery/cluster=seren/job=demo-pretrain-1/demo-recovery/actions.jsonl")[0]; \
 	  steps = [json.loads(line) for line in open(path)]; \
