@@ -155,7 +155,8 @@ def diagnose_failures():
         for error in summary["errors"]:
             print(f"  not diagnosed from its log: {error}")
         get_current_context()["outlet_events"][DIAGNOSES].extra = {
-            k: summary[k] for k in ("jobs", "reasons", "sources", "routes", "partitions", "waiting")
+            **{k: summary[k] for k in ("jobs", "reasons", "sources", "routes", "partitions", "waiting")},
+            "days": plan["targets"],  # the (cluster, day) pairs covered: characterize refreshes those
         }
         return [
             {"conf": conf, "trigger_run_id": f"recover__{conf['cluster']}__{conf['job_id']}"}

@@ -199,6 +199,7 @@ def plan_run(
         "chunks": _chunked(with_log, chunks),
         "waiting": waiting,
         "manual": bool(job_id),
+        "targets": [{"cluster": c, "day": d.isoformat()} for c, d in targets],
     }
     key = plan_key(run_id)
     lake.write_json(key, plan)
