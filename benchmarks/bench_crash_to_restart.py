@@ -25,6 +25,7 @@ import argparse
 import json
 import os
 import platform
+import signal
 import statistics
 import sys
 import tempfile
@@ -205,6 +206,8 @@ def main() -> None:
         redis_db=free_redis_db(),
         extra_env=extra,
     )
+    # A stop (SIGTERM, or SIGINT where a background job ignores it) still tears the stack down.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
     try:
         up(settings)
         prepare_lake(settings, work, ids)

@@ -24,6 +24,7 @@ import argparse
 import json
 import os
 import platform
+import signal
 import sys
 import tempfile
 import uuid
@@ -84,6 +85,8 @@ def main() -> None:
             "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "True",
         },
     )
+    # A stop (SIGTERM, or SIGINT where a background job ignores it) still tears the stack down.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
     try:
         up(settings)
         logged = upload_logs(settings, failed[::step])
