@@ -5,10 +5,10 @@ Runs after every nightly job-trace ingest (it is scheduled on the `acme_job_trac
 takes the clusters and days that ingest published) and on a manual trigger right after a
 crash. `plan_jobs` splits the failed jobs by one listing of `ACME_DIAGNOSIS_LOG_PATTERN`:
 
-- **without a log** (most of them): `diagnose_without_logs` classifies them all in one step from the
+- **without a log** (most of them): one mapped `diagnose` step classifies them all from the
   scheduler's facts (state, exit code, signal, reasons) with the rules: no model, seconds for thousands;
-- **with a log**: `diagnose_with_logs`, at most `ACME_DIAGNOSIS_CHUNKS` mapped tasks (chunks of jobs,
-  the embedding model loaded at most once per chunk): **compress** (family filter rules, then the
+- **with a log**: at most `ACME_DIAGNOSIS_CHUNKS` more `diagnose` steps (chunks of jobs, the
+  embedding model loaded at most once per chunk): **compress** (family filter rules, then the
   bundled ones) → **rules** (bundled and learned) → **retrieval** of similar past diagnoses → the
   **LLM agent** only when still not confident and an endpoint is configured. At most
   `ACME_DIAGNOSIS_MAX_JOBS` per run: the others wait in the carry-over queue in the lake
@@ -85,8 +85,7 @@ RECOVERY_DAG_ID = "recover_training"
 def diagnose_failures():
     @task
     def plan_jobs() -> list[dict]:
-        """Plan the run into the lake (staging/diagnose_failures/<run>/plan.json); return its chunks of jobs
-        with a log."""
+        """Plan the run into the lake (staging/diagnose_failures/<run>/plan.json); return its steps."""
         from acme.clusters import load_clusters
         from acme.diagnosis.nightly import diagnosis_targets, plan_run
         from acme_airflow.context import run_day
@@ -110,44 +109,36 @@ def diagnose_failures():
             f"{plan['with_log']} with a log in {len(plan['chunks'])} chunk(s); {plan['waiting']} wait in the "
             f"carry-over queue (ACME_DIAGNOSIS_MAX_JOBS); {plan['already_diagnosed']} were diagnosed before"
         )
-        return plan["chunks"]
-
-    @task
-    def diagnose_without_logs() -> dict:
-        """Every planned job without a log, in one step from its metadata (no model)."""
-        from acme.diagnosis.nightly import diagnose_without_logs as diagnose_all
-        from acme.diagnosis.nightly import plan_key
-        from acme_airflow.failures import no_retry_for_bad_input
-        from acme_airflow.lake import task_lake
-
-        with no_retry_for_bad_input():
-            return diagnose_all(task_lake(), plan_key(get_current_context()["run_id"]))
+        return plan["steps"]
 
     @task(
         max_active_tis_per_dag=settings.concurrency(),
-        map_index_template="chunk {{ chunk['chunk'] }} ({{ chunk['jobs'] }} jobs)",
+        map_index_template="{{ step['kind'] }} {{ step.get('chunk', '') }} ({{ step['jobs'] }} jobs)",
     )
-    def diagnose_with_logs(chunk: dict) -> dict:
-        """One chunk of the planned jobs with a log: compress, rules, retrieval, agent, one after another."""
-        from acme.diagnosis.nightly import diagnose_chunk
+    def diagnose(step: dict) -> dict:
+        """All the planned jobs without a log in one go from their metadata (no model), or one chunk of those
+        with a log: compress, rules, retrieval, agent, one job after another (the model loads once)."""
+        from acme.diagnosis.nightly import diagnose_chunk, diagnose_without_logs
         from acme_airflow.failures import no_retry_for_bad_input
         from acme_airflow.lake import task_lake
         from acme_airflow.llm import failure_agent
 
         with no_retry_for_bad_input():
+            if "chunk" not in step:
+                return diagnose_without_logs(task_lake(), step["plan"])
             # The LLM endpoint from the Airflow connection (ACME_LLM_CONN_ID), else the environment;
             # None offline.
-            return diagnose_chunk(task_lake(), chunk["plan"], chunk["chunk"], agent=failure_agent())
+            return diagnose_chunk(task_lake(), step["plan"], step["chunk"], agent=failure_agent())
 
-    # A run with no job with a log maps no chunk (that task is skipped): publish all the same.
+    # A run with nothing to diagnose maps no step (that task is skipped): publish all the same.
     @task(outlets=[DIAGNOSES], trigger_rule="none_failed")
-    def publish(without_logs: dict, with_logs: list[dict] | None) -> list[dict]:
+    def publish(steps: list[dict] | None) -> list[dict]:
         """Summarize the run on the Asset; return the recovery requests (conf + a run id per job)."""
         from acme.diagnosis.nightly import plan_key, summarize
         from acme_airflow.lake import task_lake
 
         plan = task_lake().read_json(plan_key(get_current_context()["run_id"]))
-        summary = summarize([without_logs, *(with_logs or [])], plan["waiting"])
+        summary = summarize(list(steps or []), plan["waiting"])
         print(
             f"diagnosed {summary['jobs']} failed jobs (sources {summary['sources']}); "
             f"{summary['waiting']} wait for a later run"
@@ -163,10 +154,7 @@ def diagnose_failures():
             for conf in summary["recoveries"]
         ]
 
-    chunks = plan_jobs()
-    without_logs = diagnose_without_logs()
-    chunks >> without_logs
-    recoveries = publish(without_logs, diagnose_with_logs.expand(chunk=chunks))
+    recoveries = publish(diagnose.expand(step=plan_jobs()))
     # Mapped over the recovery requests: none (the usual night) -> the task is skipped, nothing is triggered.
     TriggerDagRunOperator.partial(
         task_id="trigger_recovery",

@@ -46,8 +46,12 @@ def clusters_file(folder: Path) -> Path:
 
 
 def failed_job_ids(day_csv: Path) -> list[str]:
+    """The day's failed jobs as the lake groups them (FAILED, TIMEOUT, NODE_FAIL, OUT_OF_MEMORY)."""
+    from acme.schema import STATE_GROUPS
+
     with day_csv.open(newline="") as handle:
-        return sorted(row["job_id"] for row in csv.DictReader(handle) if row["state"] == "FAILED")
+        rows = csv.DictReader(handle)
+        return sorted(row["job_id"] for row in rows if STATE_GROUPS.get(row["state"]) == "failed")
 
 
 def upload_logs(settings: StackSettings, job_ids: list[str], lines: int = 20_000) -> list[str]:

@@ -210,6 +210,13 @@ def plan_run(
         "waiting": waiting,
         "already_diagnosed": skipped,
         "chunks": [{"plan": key, "chunk": i, "jobs": len(c)} for i, c in enumerate(plan["chunks"])],
+        # The DAG's mapped steps: the bulk step only when there are jobs without a log (a crash's own
+        # diagnosis then takes one worker slot, not two), then one per chunk.
+        "steps": ([{"plan": key, "kind": "without a log", "jobs": len(without_log)}] if without_log else [])
+        + [
+            {"plan": key, "kind": "with a log", "chunk": i, "jobs": len(c)}
+            for i, c in enumerate(plan["chunks"])
+        ],
     }
 
 
