@@ -60,6 +60,13 @@ def test_the_plan_finds_the_logged_jobs_by_one_listing_and_leaves_the_rest_to_me
     plan = plan_run(lake, [("seren", DAY)], run_id="night-1", chunks=2)
     assert plan["with_log"] == 5 and plan["without_log"] == len(seren_day["failed"]) - 5
     assert [c["jobs"] for c in plan["chunks"]] == [3, 2] and plan["waiting"] == 0
+    assert [(s["kind"], s["jobs"]) for s in plan["steps"]] == [
+        ("without a log", len(seren_day["failed"]) - 5),
+        ("with a log", 3),
+        ("with a log", 2),
+    ]
+    crash = plan_run(lake, [("seren", DAY)], run_id="crash", job_id=seren_day["logged"][0])
+    assert [(s["kind"], s["jobs"]) for s in crash["steps"]] == [("with a log", 1)]  # one worker slot
 
 
 def test_every_failed_job_is_stored_once_and_jobs_without_a_log_load_no_model(
