@@ -297,7 +297,8 @@ def test_a_metrics_file_param_cannot_leave_the_checkpoint_location(dags, metrics
     """Regression: ``metrics_file`` is read relative to the checkpoint location; ``..`` reached any file."""
     from acme_airflow.recovery import request_from_context
 
-    overrides = {"checkpoint_uri": "/data/ckpt/run-1", "metrics_file": metrics_file}
+    overrides = {"checkpoint_uri": "/data/ckpt/run-1", "metrics_file": metrics_file,
+                 "job_id": "job-1", "nodes": ["n1"]}  # fmt: skip
     params = accepted_params(dags["recover_training"], overrides)
     with pytest.raises(InputError, match="metrics_file"):
         request_from_context(context_for(params))
