@@ -53,6 +53,7 @@ $(AIRFLOW_HOME)/.migrated: $(STAMP)
 	touch $@
 
 DEMO_JOB := dlc5j0zc8xscr7n0
+DEMO_RECOVERY_NODES := ["seren-n000", "seren-n001", "seren-n002", "seren-n003", "seren-n004", "seren-n005", "seren-n006", "seren-n007"]
 DAG_TEST := VENV=$(VENV) scripts/dag_test.sh
 
 demo: setup
@@ -85,9 +86,7 @@ demo: setup
 	@$(PY) -c 'from pathlib import Path; from acme.recovery.synth_checkpoints import write_checkpoint; \
 	  root = Path("$(AIRFLOW_HOME)/demo-checkpoints"); [write_checkpoint(root, step) for step in (100, 200)]'
 	@$(DAG_TEST) recover recover_training 2023-07-03 \
-	  '{"recovery_id": "demo-recovery", "cluster": "seren", "job_id": "demo-pretrain-1", "dry_run": false, \
-	    "nodes": ["seren-n000", "seren-n001", "seren-n002", "seren-n003", "seren-n004", "seren-n005", "seren-n006", "seren-n007"], \
-	    "checkpoint_uri": "$(AIRFLOW_HOME)/demo-checkpoints"}'
+	  '{"recovery_id": "demo-recovery", "cluster": "seren", "job_id": "demo-pretrain-1", "dry_run": false, "nodes": $(DEMO_RECOVERY_NODES), "checkpoint_uri": "$(AIRFLOW_HOME)/demo-checkpoints"}'
 	@$(PY) -c 'import json, glob; \
 	  path = glob.glob("$(ACME_LAKE_URI)/recovery/cluster=seren/job=demo-pretrain-1/demo-recovery/actions.jsonl")[0]; \
 	  steps = [json.loads(line) for line in open(path)]; \
