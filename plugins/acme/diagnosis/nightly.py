@@ -357,8 +357,9 @@ def diagnose_without_logs(lake: Lake, key: str) -> dict[str, Any]:
 def diagnose_chunk(lake: Lake, key: str, index: int, agent: Any = None) -> dict[str, Any]:
     """Diagnose chunk ``index`` of the plan's jobs with a log, one after another in this process (the
     embedding model, when needed, loads once), storing records every few jobs; jobs this run already
-    stored (a retry) are skipped. A nightly chunk then stores the cases that rule-decided diagnoses
-    deferred (``acme.diagnosis.deferred_cases``); a manual run's chunk leaves them for the next night.
+    stored (a retry) are skipped. A manual run's chunk (a crash's own diagnosis) defers the cases of
+    rule-decided diagnoses, so it loads no model (``acme.diagnosis.deferred_cases``); a nightly chunk
+    stores its cases at once and then the deferred ones.
 
     A nightly job whose log cannot be read gets an ``Unknown`` record that says why, and the chunk goes
     on; a log location given by hand that is wrong fails the task (the operator is waiting for it).
@@ -378,8 +379,9 @@ def diagnose_chunk(lake: Lake, key: str, index: int, agent: Any = None) -> dict[
         day = date.fromisoformat(item["day"])
         try:
             record = diagnose_job(
-                lake, item["cluster"], item["job"], item.get("log"), day=day, agent=agent or CONFIGURED_AGENT
-            )
+                lake, item["cluster"], item["job"], item.get("log"), day=day, agent=agent or CONFIGURED_AGENT,
+                defer_case=bool(plan.get("manual")),
+            )  # fmt: skip
         except InputError as exc:
             if item.get("log"):
                 raise
@@ -396,7 +398,7 @@ def diagnose_chunk(lake: Lake, key: str, index: int, agent: Any = None) -> dict[
             pending = []
     if pending:
         partitions += write_records(lake, pending)
-    if not plan.get("manual"):  # a crash's own diagnosis does not wait for the model: the nightly run does
+    if not plan.get("manual"):  # a crash's own diagnosis does not wait for the model; a nightly run does
         from acme.diagnosis.deferred_cases import flush_deferred_cases
 
         flush_deferred_cases(lake)
