@@ -56,6 +56,7 @@ $(AIRFLOW_HOME)/.migrated: $(STAMP)
 # demo's crash log is a 256-rank pretraining log to match.
 DEMO_JOB := dlc11jbwzdhl0gy3
 DEMO_JOB_DAY := 2023-07-03
+DEMO_RECOVERY_NODES := ["seren-n000", "seren-n001", "seren-n002", "seren-n003", "seren-n004", "seren-n005", "seren-n006", "seren-n007"]
 DAG_TEST := VENV=$(VENV) scripts/dag_test.sh
 
 demo: setup
@@ -72,22 +73,23 @@ demo: setup
 	    "{\"day\": \"$$day\", \"cluster\": \"seren\", \"source\": \"acmetrace-csv\", \"input\": \"$$exported\"}" || exit 1; \
 	done
 	@$(PY) -m acme lake-summary --lake $(ACME_LAKE_URI)
-	@echo "3. Diagnosis of failed job $(DEMO_JOB) (kalos, $(DEMO_JOB_DAY): Pretrain, 32 nodes, 256 GPUs) after a crash, from a synthesized 256-rank log"
+	@echo "3. Nightly diagnosis of every failed job of $(DEMO_JOB_DAY) (both clusters): jobs without a log from their"
+	@echo "   metadata in bulk, job $(DEMO_JOB) (kalos: Pretrain, 32 nodes, 256 GPUs) from a synthesized 256-rank crash log"
 	@mkdir -p $(ACME_LAKE_URI)/logs/cluster=kalos/job=$(DEMO_JOB)
 	@$(PY) -c 'import sys; from acme.diagnosis.synth_log import iter_training_log; \
 	  sys.stdout.writelines(line + "\n" for line in iter_training_log(20000, ranks=256, failure="OutOfMemoryError"))' \
 	  > $(ACME_LAKE_URI)/logs/cluster=kalos/job=$(DEMO_JOB)/train.log
-	@$(DAG_TEST) diagnose diagnose_failures $(DEMO_JOB_DAY) \
-	  '{"cluster": "kalos", "job_id": "$(DEMO_JOB)", "day": "$(DEMO_JOB_DAY)"}'
-	@$(PY) -c 'import json, pyarrow.parquet as pq; \
-	  rows = pq.read_table("$(ACME_LAKE_URI)/diagnoses/cluster=kalos/date=$(DEMO_JOB_DAY)/diagnoses.parquet").to_pylist(); \
-	  row = next(r for r in rows if r["job_id"] == "$(DEMO_JOB)"); \
-	  print("  diagnosis:", json.dumps({k: row[k] for k in ("job_id", "reason", "category", "attribution", "source", "confidence")}))'
-	@echo "4. Recovery of simulated Pretrain job demo-pretrain-1 (8 nodes, seren-n005 faulty; simulated cluster)"
+	@$(DAG_TEST) diagnose diagnose_failures $(DEMO_JOB_DAY) '{"day": "$(DEMO_JOB_DAY)", "rediagnose": true}'
+	@$(PY) -c 'import collections, json, pyarrow.parquet as pq; \
+	  rows = {c: pq.read_table("$(ACME_LAKE_URI)/diagnoses/cluster=%s/date=$(DEMO_JOB_DAY)/diagnoses.parquet" % c).to_pylist() for c in ("kalos", "seren")}; \
+	  [print("  %s: %d failed jobs diagnosed, by source %s" % (c, len(r), dict(collections.Counter(x["source"] for x in r)))) for c, r in rows.items()]; \
+	  row = next(x for x in rows["kalos"] if x["job_id"] == "$(DEMO_JOB)"); \
+	  print("  from its log:", json.dumps({k: row[k] for k in ("job_id", "reason", "category", "attribution", "source", "confidence")}))'
+	@echo "4. Recovery of simulated Pretrain job demo-pretrain-1 (8 nodes, seren-n005 faulty; simulated cluster, live)"
 	@$(PY) -c 'from pathlib import Path; from acme.recovery.synth_checkpoints import write_checkpoint; \
 	  root = Path("$(AIRFLOW_HOME)/demo-checkpoints"); [write_checkpoint(root, step) for step in (100, 200)]'
 	@$(DAG_TEST) recover recover_training 2023-07-03 \
-	  '{"recovery_id": "demo-recovery", "checkpoint_uri": "$(AIRFLOW_HOME)/demo-checkpoints"}'
+	  '{"recovery_id": "demo-recovery", "cluster": "seren", "job_id": "demo-pretrain-1", "dry_run": false, "nodes": $(DEMO_RECOVERY_NODES), "checkpoint_uri": "$(AIRFLOW_HOME)/demo-checkpoints"}'
 	@$(PY) -c 'import json, glob; \
 	  path = glob.glob("$(ACME_LAKE_URI)/recovery/cluster=seren/job=demo-pretrain-1/demo-recovery/actions.jsonl")[0]; \
 	  steps = [json.loads(line) for line in open(path)]; \

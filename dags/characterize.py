@@ -8,9 +8,13 @@ final states and the failure table, trends. Each report is an HTML page with its
 every table as CSV and JSON, under `reports/cluster=<c>/period=<p>/` in the lake;
 `reports/index.html` lists them all.
 
-**When**: after each job-trace or monitoring ingest (the `acme_job_traces` / `acme_metrics`
-Assets: the ingested day, its month and the whole history of that cluster), and on the 1st of
-each month at 04:00 UTC (the previous month and the whole history of every cluster).
+**When**: after each failure diagnosis (the `acme_diagnoses` Asset, which `diagnose_failures`
+updates after every job-trace ingest, with the clusters and days it covered) and each monitoring
+ingest (`acme_metrics`): the day, its month and the whole history of that cluster. A job-trace
+ingest reaches the reports through its diagnosis, so the day's report has the day's failure table
+and is built once, not once before and once after its diagnosis; events that arrive while a run is
+queued or running are coalesced into the next run (`max_active_runs=1`). And on the 1st of each
+month at 04:00 UTC (the previous month and the whole history of every cluster).
 Reports are rebuilt whole from the lake, so re-runs replace them.
 
 **Manual runs**: `cluster` (a configured cluster or all) and `period` (`YYYY-MM`,
@@ -22,7 +26,7 @@ from __future__ import annotations
 from airflow.sdk import AssetOrTimeSchedule, CronTriggerTimetable, Param, dag, get_current_context, task
 
 from acme import config
-from acme_airflow.assets import JOB_TRACES, METRICS, REPORTS
+from acme_airflow.assets import DIAGNOSES, METRICS, REPORTS
 from acme_airflow.defaults import DEFAULT_ARGS, Tag
 from acme_airflow.params import cluster_param
 
@@ -30,7 +34,7 @@ from acme_airflow.params import cluster_param
 @dag(
     dag_id="characterize",
     schedule=AssetOrTimeSchedule(
-        timetable=CronTriggerTimetable("0 4 1 * *", timezone="UTC"), assets=(JOB_TRACES | METRICS)
+        timetable=CronTriggerTimetable("0 4 1 * *", timezone="UTC"), assets=(DIAGNOSES | METRICS)
     ),
     start_date=config.start_date(),
     catchup=False,
@@ -61,10 +65,13 @@ def characterize():
         context = get_current_context()
         params = context["params"]
         clusters = sorted(load_clusters()) if params["cluster"] == "all" else [params["cluster"]]
+        # A metrics event names its cluster and day; a diagnosis event the (cluster, day) pairs it covered.
         ingested = [
-            {"cluster": (event.extra or {}).get("cluster"), "day": (event.extra or {}).get("day")}
+            pair
             for events in (context.get("triggering_asset_events") or {}).values()
             for event in events
+            for pair in (event.extra or {}).get("days") or [event.extra or {}]
+            if pair.get("cluster") and pair.get("day")
         ]
         # The monthly trigger's own time (a manual or asset-triggered run may have no logical date).
         run_day = (context.get("logical_date") or context["dag_run"].run_after).date()

@@ -3,21 +3,30 @@
 
 Runs after every nightly job-trace ingest (it is scheduled on the `acme_job_traces` Asset and
 takes the clusters and days that ingest published) and on a manual trigger right after a
-crash. For every failed job: **locate** its runtime log (`ACME_DIAGNOSIS_LOG_PATTERN`) →
-**compress** it (filter rules of the job's family, then the bundled ones) → **rules** (bundled
-and learned) → **retrieval** of similar past diagnoses from the lake's vector store → the
-**LLM agent** only when still not confident and an endpoint is configured (offline otherwise;
-an unavailable agent falls back to retrieval and the record says so) → write the record to
-`diagnoses/cluster=<c>/date=<d>/` and update the `acme_diagnoses` Asset.
+crash. `plan_jobs` splits the failed jobs by one listing of `ACME_DIAGNOSIS_LOG_PATTERN`:
+
+- **without a log** (most of them): one mapped `diagnose` step classifies them all from the
+  scheduler's facts (state, exit code, signal, reasons) with the rules: no model, seconds for thousands;
+- **with a log**: at most `ACME_DIAGNOSIS_CHUNKS` more `diagnose` steps (chunks of jobs, the
+  embedding model loaded at most once per chunk): **compress** (family filter rules, then the
+  bundled ones) → **rules** (bundled and learned) → **retrieval** of similar past diagnoses → the
+  **LLM agent** only when still not confident and an endpoint is configured. At most
+  `ACME_DIAGNOSIS_MAX_JOBS` per run: the others wait in the carry-over queue in the lake
+  (`diagnosis/queue/cluster=<c>/pending.json`) and the next runs take them, oldest first; the run's
+  log and the Asset event say how many wait.
+
+`publish` writes nothing itself (records are in `diagnoses/cluster=<c>/date=<d>/`) but updates the
+`acme_diagnoses` Asset with the run's counts.
 
 **Routing**: Infrastructure failures of Pretrain/SFT jobs trigger `recover_training` with
 `{"cluster", "job_id", "nodes", "checkpoint_uri", "dry_run", "reason"}`; user failures get an
 owner message at `diagnosis/messages/cluster=<c>/date=<d>/<job_id>.json`.
 
 **Manual runs**: `cluster` and `job_id` (and `log`, a location under the log root, when the
-log is elsewhere than the pattern says); or `cluster` and `day` to redo a day. Re-runs replace
-records, messages and stored cases; a recovery is triggered at most once per job
-(`trigger_run_id` is the job's).
+log is elsewhere than the pattern says): that job is always diagnosed again. Or `cluster` and `day`:
+the day's jobs still without a diagnosis (`rediagnose` for all of them). A retry or re-run never
+diagnoses or stores a job twice; a recovery is triggered at most once per job (`trigger_run_id` is
+the job's).
 """
 
 from __future__ import annotations
@@ -66,13 +75,21 @@ RECOVERY_DAG_ID = "recover_training"
             title="Day (UTC)",
             description="Submit day of the jobs; empty = the days the triggering ingest published, or yesterday.",
         ),
+        "rediagnose": Param(
+            False,
+            type="boolean",
+            title="Diagnose again",
+            description="Also the day's jobs that already have a diagnosis (e.g. after the rules changed); "
+            "otherwise a re-run diagnoses only the jobs still without one.",
+        ),
     },
 )
 def diagnose_failures():
     @task
     def plan_jobs() -> list[dict]:
+        """Plan the run into the lake (staging/diagnose_failures/<run>/plan.json); return its steps."""
         from acme.clusters import load_clusters
-        from acme.diagnosis.nightly import diagnosis_targets, plan_diagnoses
+        from acme.diagnosis.nightly import diagnosis_targets, plan_run
         from acme_airflow.context import run_day
         from acme_airflow.failures import no_retry_for_bad_input
         from acme_airflow.lake import task_lake
@@ -85,40 +102,61 @@ def diagnose_failures():
                 load_clusters(), params["cluster"], run_day(context), [e.extra for e in events],
                 manual=bool(params.get("day") or params.get("job_id")),
             )  # fmt: skip
-            plan = plan_diagnoses(task_lake(), targets, job_id=params.get("job_id"), log=params.get("log"))
-        print(f"planned {plan['planned']} failed jobs, left out {plan['left_out']} (ACME_DIAGNOSIS_MAX_JOBS)")
-        return plan["items"]
+            plan = plan_run(
+                task_lake(), targets, run_id=context["run_id"], job_id=params.get("job_id"),
+                log=params.get("log"), rediagnose=bool(params.get("rediagnose")),
+            )  # fmt: skip
+        print(
+            f"planned {plan['without_log']} failed jobs without a log (bulk, from metadata) and "
+            f"{plan['with_log']} with a log in {len(plan['chunks'])} chunk(s); {plan['waiting']} wait in the "
+            f"carry-over queue (ACME_DIAGNOSIS_MAX_JOBS); {plan['already_diagnosed']} were diagnosed before"
+        )
+        return plan["steps"]
 
     @task(
         max_active_tis_per_dag=settings.concurrency(),
-        map_index_template="{{ item['cluster'] }}/{{ item['job']['job_id'] }}",
+        map_index_template="{{ step['kind'] }} {{ step.get('chunk', '') }} ({{ step['jobs'] }} jobs)",
     )
-    def diagnose(item: dict) -> dict:
-        from acme.diagnosis.nightly import diagnose_and_route
+    def diagnose(step: dict) -> dict:
+        """All the planned jobs without a log in one go from their metadata (no model), or one chunk of those
+        with a log: compress, rules, retrieval, agent, one job after another (the model loads once)."""
+        from acme.diagnosis.nightly import diagnose_chunk, diagnose_without_logs
         from acme_airflow.failures import no_retry_for_bad_input
         from acme_airflow.lake import task_lake
         from acme_airflow.llm import failure_agent
 
         with no_retry_for_bad_input():
+            if "chunk" not in step:
+                return diagnose_without_logs(task_lake(), step["plan"])
             # The LLM endpoint from the Airflow connection (ACME_LLM_CONN_ID), else the environment;
             # None offline.
-            return diagnose_and_route(task_lake(), item, agent=failure_agent())
+            return diagnose_chunk(task_lake(), step["plan"], step["chunk"], agent=failure_agent())
 
-    @task(outlets=[DIAGNOSES])
-    def publish(manifests: list[dict]) -> list[dict]:
+    # A run with nothing to diagnose maps no step (that task is skipped): publish all the same.
+    @task(outlets=[DIAGNOSES], trigger_rule="none_failed")
+    def publish(steps: list[dict] | None) -> list[dict]:
         """Summarize the run on the Asset; return the recovery requests (conf + a run id per job)."""
-        from acme.diagnosis.nightly import summarize
+        from acme.diagnosis.nightly import plan_key, summarize
+        from acme_airflow.lake import task_lake
 
-        summary = summarize([m for m in manifests if m])
+        plan = task_lake().read_json(plan_key(get_current_context()["run_id"]))
+        summary = summarize(list(steps or []), plan["waiting"])
+        print(
+            f"diagnosed {summary['jobs']} failed jobs (sources {summary['sources']}); "
+            f"{summary['waiting']} wait for a later run"
+        )
+        for error in summary["errors"]:
+            print(f"  not diagnosed from its log: {error}")
         get_current_context()["outlet_events"][DIAGNOSES].extra = {
-            k: summary[k] for k in ("jobs", "reasons", "sources", "routes", "partitions")
+            **{k: summary[k] for k in ("jobs", "reasons", "sources", "routes", "partitions", "waiting")},
+            "days": plan["targets"],  # the (cluster, day) pairs covered: characterize refreshes those
         }
         return [
             {"conf": conf, "trigger_run_id": f"recover__{conf['cluster']}__{conf['job_id']}"}
             for conf in summary["recoveries"]
         ]
 
-    recoveries = publish(diagnose.expand(item=plan_jobs()))
+    recoveries = publish(diagnose.expand(step=plan_jobs()))
     # Mapped over the recovery requests: none (the usual night) -> the task is skipped, nothing is triggered.
     TriggerDagRunOperator.partial(
         task_id="trigger_recovery",

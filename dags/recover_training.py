@@ -9,16 +9,25 @@ nodes — or stops with **"needs a person: …"** and the reason.
 `open_recovery` (the job and its nodes exist on the cluster; one recovery per job at a time) →
 `check_round1` (one mapped task per 2-node world, a 3-node world for an odd count: an all-gather +
 matmul check) → `plan_round2` (each node of a failed world beside a node that passed) →
-`check_round2` → `decide` (faulty = failed both rounds; stragglers; undecided with reasons) →
-`take_out_faulty` (blast-radius limit, then cordon + taint on Kubernetes or `scontrol … State=DRAIN`
-on Slurm) → `restart` (from `choose_checkpoint`: the newest complete checkpoint before any loss
-spike, with the batches to skip; drained nodes excluded; detection-to-restart time) → `release`.
+`check_round2` → `decide_and_restart`: **decide** (faulty = failed both rounds; stragglers; undecided
+with reasons) → **take out** the faulty nodes (blast-radius limit, then cordon + taint on Kubernetes or
+`scontrol … State=DRAIN` on Slurm) → **choose the checkpoint** (the newest complete one before any loss
+spike, with the batches to skip) → **restart** (drained nodes excluded; detection-to-restart time) →
+`release` (teardown).
 
 Backend by `ACME_RECOVERY_BACKEND`: `kubernetes` (each rank a GPU pod pinned to its node),
-`slurm` (`srun -w`), or `simulated` (default, offline: `include/recovery/simulated_jobs.yaml`).
+`slurm` (`srun -w`), or `simulated` (default, offline: `include/recovery/simulated_jobs.yaml`; a job
+not listed there is simulated on the nodes given, all healthy).
 Every step, with its times, inputs and result, is in the lake at
-`recovery/cluster=<c>/job=<job_id>/<recovery_id>/actions.jsonl`. **Dry run** records every step and
-touches no cluster. Re-running the same run never cordons or restarts twice.
+`recovery/cluster=<c>/job=<job_id>/<recovery_id>/actions.jsonl`. **Dry run** (the default:
+`ACME_RECOVERY_DRY_RUN`, true unless set to false, for this DAG's Param and for the recoveries the
+diagnosis starts alike) records every step, down to the restart it would make, and touches no cluster.
+Re-running the same run never cordons or restarts twice.
+
+**Checkpoints**: the `checkpoint_uri` Param (the diagnosis passes the job record's), else
+`ACME_CHECKPOINT_URI_PATTERN` (default `{lake}/checkpoints/cluster={cluster}/job={job_id}`). When no
+healthy checkpoint is there, the run stops for a person and the action log names the location and the
+setting it came from (a dry run records that and still writes its restart plan).
 """
 
 from __future__ import annotations
@@ -26,28 +35,37 @@ from __future__ import annotations
 from airflow.sdk import Param, dag, get_current_context, task
 
 from acme import config
+from acme.recovery.settings import dry_run_default
 from acme_airflow.defaults import DEFAULT_ARGS, Tag
 
 PARAMS = {
     "cluster": Param("seren", type="string", title="Cluster", description="The cluster the job ran on."),
-    "job_id": Param("demo-pretrain-1", type="string", minLength=1, title="Job id", description="The crashed job's id on its cluster's scheduler."),
+    # No defaults for the job: a trigger without edits must not recover some job by accident.
+    "job_id": Param(
+        type="string", minLength=1, title="Job id",
+        description="The crashed job (required): as the cluster's scheduler names it.",
+    ),
     "nodes": Param(
-        ["seren-n000", "seren-n001", "seren-n002", "seren-n003", "seren-n004", "seren-n005", "seren-n006", "seren-n007"],
         type="array",
         items={"type": "string"},
         minItems=1,
         title="Nodes",
-        description="The job's nodes in rank order.",
+        description="The job's nodes in rank order (required).",
     ),
     "checkpoint_uri": Param(
         "", type="string", title="Checkpoint location",
-        description="Folder or s3:// prefix holding the job's step_<N>/ checkpoints.",
+        description="Folder or s3:// prefix holding the job's step_<N>/ checkpoints; empty = "
+        "ACME_CHECKPOINT_URI_PATTERN (default {lake}/checkpoints/cluster={cluster}/job={job_id}).",
     ),
     "metrics_file": Param(
         None, type=["null", "string"], title="Training metrics",
         description="Metrics file (CSV or JSON lines, step/loss) relative to the checkpoint location.",
     ),
-    "dry_run": Param(False, type="boolean", title="Dry run", description="Record every step, touch nothing."),
+    "dry_run": Param(
+        dry_run_default(), type="boolean", title="Dry run",
+        description="Record every step, touch nothing. Default: ACME_RECOVERY_DRY_RUN (true unless set to "
+        "false), the same setting the diagnosis uses for the recoveries it starts.",
+    ),
     "reason": Param("", type="string", title="Reason", description="Why recovery was started (diagnosis)."),
     "recovery_id": Param(
         None, type=["null", "string"], pattern="^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$", title="Recovery id",
@@ -70,26 +88,25 @@ PARAMS = {
     default_args=DEFAULT_ARGS,
     tags=[Tag.RECOVERY, Tag.TRAINING],
     doc_md=__doc__,
-    description="After an infrastructure failure, or by hand: find faulty nodes, cordon them, restart from a healthy checkpoint",
     params=PARAMS,
 )
 def recover_training():
     @task
-    def open_recovery() -> dict:
+    def open_recovery() -> list[list[str]]:
+        """Check the request and the job, hold the job's marker; return the round-1 worlds (the opened
+        recovery goes to the other tasks as the XCom ``opened``)."""
         from acme.recovery.recover import open_recovery as open_steps
         from acme.recovery.settings import recovery_settings
         from acme_airflow.lake import task_lake
         from acme_airflow.recovery import recovery_failures, request_from_context, task_backend
 
+        context = get_current_context()
         with recovery_failures():
-            request = request_from_context(get_current_context())
             lake = task_lake()
-            backend = task_backend(request.cluster, lake, request.job_id)
+            request = request_from_context(context, lake.uri)
+            backend = task_backend(request.cluster, lake, request.job_id, request.nodes)
             opened = open_steps(lake, request, backend, recovery_settings())
-        return opened
-
-    @task
-    def plan_round1(opened: dict) -> list[list[str]]:
+        context["ti"].xcom_push(key="opened", value=opened)
         return opened["round1"]
 
     def run_check(opened: dict, world: list[str], round_number: int) -> dict:
@@ -103,9 +120,8 @@ def recover_training():
         lake = task_lake()
         with recovery_failures():
             if settings.backend != "kubernetes" or request.dry_run:
-                return check_world(
-                    lake, request, task_backend(request.cluster, lake, request.job_id), world, round_number
-                )
+                backend = task_backend(request.cluster, lake, request.job_id, request.nodes)
+                return check_world(lake, request, backend, world, round_number)
             earlier = earlier_check(lake, request, world, round_number)
             if earlier is not None:
                 return earlier
@@ -131,22 +147,21 @@ def recover_training():
     def check_round2(opened: dict, world: list[str]) -> dict:
         return run_check(opened, world, 2)
 
+    # One task from the verdict to the restart: each step is still its own record in the action log,
+    # but the scheduler hands over once instead of four times (seconds on the way from crash to restart).
     # Round 2 launches no world when round 1 found nothing to confirm: its mapped task is skipped.
     @task(trigger_rule="none_failed")
-    def decide(opened: dict, round1: list[dict], round2: list[dict] | None) -> dict:
-        from acme.recovery.recover import RecoveryRequest, decide_faults
-        from acme_airflow.lake import task_lake
-        from acme_airflow.recovery import recovery_failures
-
-        with recovery_failures():
-            request = RecoveryRequest.from_dict(opened["request"])
-            return decide_faults(task_lake(), request, list(round1), list(round2 or []))
-
-    @task
-    def take_out_faulty(opened: dict, verdict: dict) -> dict:
+    def decide_and_restart(opened: dict, round1: list[dict], round2: list[dict] | None) -> dict:
+        """Decide (faulty, stragglers, undecided) → take the faulty nodes out (blast-radius limit, cordon or
+        drain) → choose the checkpoint → restart."""
         from acme.recovery.blast_radius import BlastRadiusLimit
-        from acme.recovery.recover import RecoveryRequest
-        from acme.recovery.recover import take_out_faulty as take_out
+        from acme.recovery.recover import (
+            RecoveryRequest,
+            choose_restart_checkpoint,
+            decide_faults,
+            restart_job,
+            take_out_faulty,
+        )
         from acme.recovery.settings import recovery_settings
         from acme_airflow.lake import task_lake
         from acme_airflow.recovery import recovery_failures, task_backend
@@ -155,30 +170,14 @@ def recover_training():
             request = RecoveryRequest.from_dict(opened["request"])
             settings = recovery_settings()
             lake = task_lake()
-            backend = task_backend(request.cluster, lake, request.job_id)
+            backend = task_backend(request.cluster, lake, request.job_id, request.nodes)
+            verdict = decide_faults(lake, request, list(round1), list(round2 or []))
             limit = BlastRadiusLimit(settings.max_nodes, settings.max_share)
-            return take_out(lake, request, backend, verdict, opened["job"]["nodes"], limit)
-
-    @task
-    def choose_checkpoint(opened: dict) -> dict:
-        from acme.recovery.recover import RecoveryRequest, choose_restart_checkpoint
-        from acme_airflow.lake import task_lake
-        from acme_airflow.recovery import recovery_failures
-
-        with recovery_failures():
-            return choose_restart_checkpoint(task_lake(), RecoveryRequest.from_dict(opened["request"]))
-
-    @task
-    def restart(opened: dict, verdict: dict, taken_out: dict, checkpoint: dict) -> dict:
-        from acme.recovery.recover import RecoveryRequest, restart_job
-        from acme_airflow.lake import task_lake
-        from acme_airflow.recovery import recovery_failures, task_backend
-
-        with recovery_failures():
-            request = RecoveryRequest.from_dict(opened["request"])
-            lake = task_lake()
-            backend = task_backend(request.cluster, lake, request.job_id)
-            return restart_job(lake, request, backend, opened["job"], verdict, taken_out, checkpoint)
+            taken_out = take_out_faulty(lake, request, backend, verdict, opened["job"]["nodes"], limit)
+            checkpoint = choose_restart_checkpoint(lake, request)
+            restarted = restart_job(lake, request, backend, opened["job"], verdict, taken_out, checkpoint)
+        return {"verdict": verdict, "taken_out": taken_out, "checkpoint": checkpoint, "restart": restarted,
+                "action_log": opened["action_log"]}  # fmt: skip
 
     @task
     def release(opened: dict | None) -> bool:
@@ -190,13 +189,12 @@ def recover_training():
             return False
         return close_recovery(task_lake(), RecoveryRequest.from_dict(opened["request"]))
 
-    opened = open_recovery()
-    round1 = check_round1.partial(opened=opened).expand(world=plan_round1(opened))
+    worlds = open_recovery()
+    opened = worlds["opened"]
+    round1 = check_round1.partial(opened=opened).expand(world=worlds)
     round2 = check_round2.partial(opened=opened).expand(world=plan_round2(opened, round1))
-    verdict = decide(opened, round1, round2)
-    taken_out = take_out_faulty(opened, verdict)
-    restarted = restart(opened, verdict, taken_out, choose_checkpoint(opened))
-    # A teardown: the marker is released whatever happened, and the run keeps the outcome of `restart`.
+    restarted = decide_and_restart(opened, round1, round2)
+    # A teardown: the marker is released whatever happened, and the run keeps the outcome of the restart.
     restarted >> release(opened).as_teardown()
 
 

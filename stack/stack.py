@@ -183,6 +183,11 @@ def stack_env(settings: StackSettings) -> dict[str, str]:
         "AIRFLOW__API_AUTH__JWT_SECRET": state["jwt_secret"],
         "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "10",
         "AIRFLOW__SCHEDULER__SCHEDULER_HEARTBEAT_SEC": "2",
+        # A task's supervisor waits in select() up to this long between looks at its task process: once
+        # the task's sockets have closed, the process's exit is noticed only then, and until then the
+        # Celery slot stays taken (up to 5 s, Airflow's default, after every task: seconds on a crash's
+        # way to its restart). 1 s costs one more heartbeat call per second of a running task.
+        "AIRFLOW__WORKERS__MIN_HEARTBEAT_INTERVAL": "1",
         # A task whose Celery message was lost (Redis restarted, or the worker could not record the
         # task's start while Postgres was down) stays queued until the scheduler re-queues it: after
         # 5 minutes, not Airflow's 10 + 2; a dead scheduler's queued tasks are adopted within a minute.

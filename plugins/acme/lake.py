@@ -96,10 +96,13 @@ class Lake:
         return json.loads(self.read_bytes(key))
 
     def read_parquet(self, key: str) -> pa.Table:
+        import io
+
         import pyarrow.parquet as pq
 
-        with self.fs.open(self.path(key), "rb") as handle:
-            return pq.read_table(handle)
+        # One GET of the whole object: on S3, ranged reads of an object that a writer replaces meanwhile
+        # fail (FileExpired: the ETag changed), and every lake object is replaced whole anyway.
+        return pq.read_table(io.BytesIO(self.read_bytes(key)))
 
     def list(self, prefix: str) -> list[str]:
         """Keys of all objects under ``prefix``, sorted."""

@@ -156,3 +156,26 @@ def test_infrastructure_failure_of_a_pretrain_job_triggers_recover_training(
         "cluster": "seren", "job_id": "8100", "nodes": ["gpu01", "gpu02"], "checkpoint_uri": "", "dry_run": True,
         "reason": "ECCError", "recovery_id": "diag-seren-8100", "detected_at": "2024-03-10T03:05:00+00:00",
     }  # fmt: skip
+
+
+def test_a_capped_run_says_how_many_wait_and_the_next_run_diagnoses_them(
+    airflow_db, lake_dir, kalos_day, monkeypatch
+):
+    from airflow.models.asset import AssetEvent
+    from airflow.utils.session import create_session
+
+    monkeypatch.setenv("ACME_DIAGNOSIS_MAX_JOBS", "1")  # two of the three failed jobs have a log
+    ids = kalos_day["ids"]
+    first = run_dag(day=DAY, cluster="kalos")
+    assert first.state == "success"
+    assert set(records(lake_dir)) == {ids[0], ids[2]}  # the first logged job, and the one without a log
+    second = run_dag(day=DAY, cluster="kalos")
+    assert second.state == "success"
+    assert set(records(lake_dir)) == set(ids)
+    with create_session() as session:
+        extras = [
+            e.extra
+            for e in session.query(AssetEvent).order_by(AssetEvent.id)
+            if e.extra and "waiting" in e.extra
+        ]
+    assert [(e["jobs"], e["waiting"]) for e in extras[-2:]] == [(2, 1), (1, 0)]

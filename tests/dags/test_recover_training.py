@@ -130,7 +130,7 @@ def kube(tmp_path, monkeypatch, lake_dir):
 
 def k8s_conf(checkpoints: Path, **extra) -> dict:
     return {"cluster": "kalos", "job_id": "job-k8s", "nodes": GPU_NODES, "checkpoint_uri": str(checkpoints),
-            "recovery_id": "incident-7", **extra}  # fmt: skip
+            "recovery_id": "incident-7", "dry_run": False, **extra}  # fmt: skip
 
 
 def test_kubernetes_finds_one_faulty_node_cordons_it_and_restarts_the_job_as_sent(
@@ -216,8 +216,9 @@ def test_a_failing_node_patch_fails_the_run_and_nothing_is_restarted(airflow_db,
     run = run_dag(**k8s_conf(checkpoints))
     assert run.state == "failed"
     states = task_states(run)
-    assert states["take_out_faulty"] == ["failed"] and states["restart"] == ["upstream_failed"]
+    assert states["decide_and_restart"] == ["failed"]
     assert not [p for p in kube.created_pods() if "acme.io/restart-of" in p["metadata"]["labels"]]
+    assert "restart" not in [r["step"] for r in actions(lake_dir, "kalos", "job-k8s")]
     failed = [r for r in actions(lake_dir, "kalos", "job-k8s") if r["status"] == "failed"]
     assert failed[0]["step"] == "cordon" and "HTTP 500" in failed[0]["error"]
 
@@ -229,7 +230,7 @@ def test_a_failing_pod_api_blames_no_node(airflow_db, kube, lake_dir, checkpoint
     assert run.state == "failed"
     states = task_states(run)
     assert set(states["check_round1"]) == {"failed"}
-    assert states["take_out_faulty"] == ["upstream_failed"]
+    assert states["decide_and_restart"] == ["upstream_failed"]
     assert kube.node_patches() == []
 
 
@@ -254,7 +255,7 @@ def simulated(monkeypatch, lake_dir):
 def sim_conf(checkpoints: Path, **extra) -> dict:
     nodes = [f"seren-n{i:03d}" for i in range(8)]
     return {"cluster": "seren", "job_id": "demo-pretrain-1", "nodes": nodes, "checkpoint_uri": str(checkpoints),
-            "recovery_id": "incident-8", **extra}  # fmt: skip
+            "recovery_id": "incident-8", "dry_run": False, **extra}  # fmt: skip
 
 
 def test_the_simulated_demo_job_recovers_and_a_rerun_changes_nothing(airflow_db, simulated, checkpoints):
@@ -290,7 +291,7 @@ def test_no_healthy_checkpoint_needs_a_person_and_nothing_restarts(
     run = run_dag(**sim_conf(root))
     assert run.state == "failed"
     states = task_states(run)
-    assert states["choose_checkpoint"] == ["failed"] and states["restart"] == ["upstream_failed"]
+    assert states["decide_and_restart"] == ["failed"]
     chosen = next(
         r for r in actions(simulated, "seren", "demo-pretrain-1") if r["step"] == "choose_checkpoint"
     )
@@ -303,22 +304,84 @@ def test_no_healthy_checkpoint_needs_a_person_and_nothing_restarts(
     assert state["submitted"] == []
 
 
-def test_unknown_simulated_job_and_empty_node_list_are_clear_errors(airflow_db, simulated, checkpoints):
-    run = run_dag(**sim_conf(checkpoints, job_id="job-404"))
-    assert run.state == "failed"
-    (opened,) = actions(simulated, "seren", "job-404")
-    assert (
-        opened["error"]
-        == "UnknownJobError: job job-404: not a job of simulated cluster seren ("
-        + str(ROOT / "include/recovery/simulated_jobs.yaml")
-        + ")"
-    )
-    assert not (simulated / "recovery/simulated").exists()
+def test_a_job_the_simulated_file_does_not_list_is_simulated_on_its_nodes_all_healthy(
+    airflow_db, simulated, checkpoints
+):
+    nodes = ["gpu01", "gpu02", "gpu03"]
+    run = run_dag(**sim_conf(checkpoints, job_id="8100", nodes=nodes))
+    assert run.state == "success", task_states(run)
+    state = json.loads((simulated / "recovery/simulated/cluster=seren/state.json").read_text())
+    assert state["cordoned"] == {}
+    assert [(s["restart_of"], s["eligible_nodes"]) for s in state["submitted"]] == [("8100", nodes)]
 
+
+def test_a_manual_trigger_defaults_to_a_dry_run_and_requires_the_job(airflow_db, monkeypatch):
+    from airflow.sdk.definitions.param import ParamsDict
+    from airflow.sdk.exceptions import ParamValidationError
+
+    params = load_dag().params
+    assert params["dry_run"] is True
+    with pytest.raises(ParamValidationError, match="job_id"):  # no demo job: Trigger without edits fails
+        ParamsDict(params).validate()
+    empty = ParamsDict(params)
+    with pytest.raises(ParamValidationError):
+        empty.update({"job_id": "8100", "nodes": []})
+        empty.validate()
+    filled = ParamsDict(params)
+    filled.update({"job_id": "8100", "nodes": ["gpu01"]})
+    assert filled.validate()["dry_run"] is True
+
+    monkeypatch.setenv("ACME_RECOVERY_DRY_RUN", "false")  # the one setting that makes recovery live
+    assert load_dag().params["dry_run"] is False
+    from acme.diagnosis.settings import recovery_dry_run
+
+    assert recovery_dry_run() is False
+
+
+def test_on_a_fresh_install_the_default_dry_run_writes_the_restart_plan_and_names_the_missing_checkpoint(
+    airflow_db, simulated
+):
+    nodes = [f"seren-n{i:03d}" for i in range(8)]
+    run = run_dag(cluster="seren", job_id="demo-pretrain-1", nodes=nodes, recovery_id="fresh")
+    assert run.state == "success", task_states(run)
+    log = {r["step"]: r for r in actions(simulated, "seren", "demo-pretrain-1")}
+    expected_location = f"{simulated}/checkpoints/cluster=seren/job=demo-pretrain-1"
+    chosen = log["choose_checkpoint"]
+    assert chosen["inputs"]["checkpoint_uri"] == expected_location
+    assert chosen["status"] == "planned" and "ACME_CHECKPOINT_URI_PATTERN" in chosen["result"]["planned"]
+    restart = log["restart"]
+    assert restart["status"] == "planned" and restart["dry_run"] is True
+    assert (
+        "would resubmit job demo-pretrain-1 through simulated but has no checkpoint"
+        in restart["result"]["planned"]
+    )
+    assert not (simulated / "recovery/simulated").exists()  # a dry run touched no (simulated) cluster
+
+
+def test_live_recovery_finds_checkpoints_by_the_default_pattern_or_names_the_setting(airflow_db, simulated):
+    nodes = [f"seren-n{i:03d}" for i in range(8)]
+    conf = {"cluster": "seren", "job_id": "demo-pretrain-1", "nodes": nodes, "dry_run": False}
+    run = run_dag(**conf, recovery_id="no-checkpoints")
+    assert run.state == "failed"
+    (log,) = simulated.glob("recovery/cluster=seren/job=demo-pretrain-1/no-checkpoints/actions.jsonl")
+    chosen = next(json.loads(line) for line in log.read_text().splitlines() if '"choose_checkpoint"' in line)
+    assert chosen["status"] == "needs-person" and "from ACME_CHECKPOINT_URI_PATTERN" in chosen["error"]
+
+    folder = simulated / "checkpoints/cluster=seren/job=demo-pretrain-1"
+    write_checkpoint(folder, 100)
+    write_checkpoint(folder, 200)
+    run = run_dag(**conf, recovery_id="with-checkpoints")
+    assert run.state == "success", task_states(run)
+    state = json.loads((simulated / "recovery/simulated/cluster=seren/state.json").read_text())
+    (submitted,) = state["submitted"]
+    assert submitted["environment"]["ACME_RESUME_FROM"].endswith("job=demo-pretrain-1/step_200")
+
+
+def test_an_empty_node_list_is_refused_by_the_params(airflow_db):
     from airflow.sdk.definitions.param import ParamsDict
     from airflow.sdk.exceptions import ParamValidationError
 
     params = ParamsDict(load_dag().params)
     with pytest.raises(ParamValidationError):
-        params.update({"nodes": []})
+        params.update({"job_id": "8100", "nodes": []})
         params.validate()

@@ -177,23 +177,26 @@ def diagnosis_scenario() -> Scenario:
     steps are called directly: offline no LLM proposes them."""
 
     def write_logs(lake, xcom):
-        from acme.diagnosis.nightly import plan_diagnoses
+        from acme.diagnosis.nightly import failed_jobs, plan_run
         from acme.diagnosis.synth_log import iter_training_log
 
-        items = plan_diagnoses(lake, [("kalos", DAY1)])["items"][:DIAGNOSED_JOBS]
-        for item, failure in zip(items, ("OutOfMemoryError", "NCCLTimeoutError"), strict=False):
-            folder = Path(lake.path(f"logs/cluster=kalos/job={item['job']['job_id']}"))
+        jobs = failed_jobs(lake, "kalos", DAY1)[:DIAGNOSED_JOBS]
+        for job, failure in zip(jobs, ("OutOfMemoryError", "NCCLTimeoutError"), strict=False):
+            folder = Path(lake.path(f"logs/cluster=kalos/job={job['job_id']}"))
             folder.mkdir(parents=True, exist_ok=True)
             lines = iter_training_log(3000, failure=failure)
             (folder / "train.log").write_text("".join(line + "\n" for line in lines))
-        return items
+        # The nightly plan: the logged jobs in one chunk each (the jobs without a log are not run here).
+        plan = plan_run(lake, [("kalos", DAY1)], run_id="kill-campaign", chunks=DIAGNOSED_JOBS)
+        return {"plan": plan["plan"], "items": [{"job": job} for job in jobs]}
 
     def diagnose(index: int):
         def call(lake, xcom):
-            from acme.diagnosis.nightly import diagnose_and_route
+            from acme.diagnosis.nightly import diagnose_chunk
 
-            manifest = diagnose_and_route(lake, xcom["plan and logs"][index])
-            return {k: manifest[k] for k in ("job_id", "reason", "source", "route")}
+            # A retry skips the job its killed try already stored, then stores the deferred cases.
+            diagnose_chunk(lake, xcom["plan and logs"]["plan"], index)
+            return {"job_id": xcom["plan and logs"]["items"][index]["job"]["job_id"]}
 
         return call
 
@@ -217,7 +220,7 @@ def diagnosis_scenario() -> Scenario:
     def learn_filter_rules(lake, xcom):
         from acme.diagnosis.learning import family_key, save_family_filter_rules
 
-        family = family_key(xcom["plan and logs"][0]["job"])
+        family = family_key(xcom["plan and logs"]["items"][0]["job"])
         rule = {
             "id": "learned-progress",
             "regex": r"^\[step \d+\] loss",

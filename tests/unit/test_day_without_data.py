@@ -235,7 +235,7 @@ def test_a_missing_metrics_input_is_retried(lake, tmp_path):
 
 
 def test_a_night_without_failed_jobs_diagnoses_nothing_and_keeps_earlier_diagnoses(lake, tmp_path):
-    from acme.diagnosis.nightly import diagnosis_targets, plan_diagnoses, summarize
+    from acme.diagnosis.nightly import diagnosis_targets, plan_run, summarize
     from acme.diagnosis.records import DiagnosisRecord, read_records, write_records
 
     rows = SAMPLE_CSV.read_text().splitlines()
@@ -255,8 +255,8 @@ def test_a_night_without_failed_jobs_diagnoses_nothing_and_keeps_earlier_diagnos
 
     targets = diagnosis_targets(load_clusters(), "seren", SAMPLE_DAY, [{"cluster": "seren", "day": "2023-07-01"}],
                                 manual=False)  # fmt: skip
-    plan = plan_diagnoses(lake, targets)
-    assert plan == {"items": [], "planned": 0, "left_out": 0}
+    plan = plan_run(lake, targets, run_id="night")
+    assert (plan["without_log"], plan["with_log"], plan["waiting"], plan["chunks"]) == (0, 0, 0, [])
     summary = summarize([])
     assert summary["jobs"] == 0 and summary["recoveries"] == [] and summary["partitions"] == []
     assert snapshot(lake, "diagnosis") == before
@@ -264,9 +264,10 @@ def test_a_night_without_failed_jobs_diagnoses_nothing_and_keeps_earlier_diagnos
 
 
 def test_a_day_with_no_job_partition_at_all_plans_no_diagnosis(lake):
-    from acme.diagnosis.nightly import plan_diagnoses
+    from acme.diagnosis.nightly import plan_run
 
-    assert plan_diagnoses(lake, [("seren", date(2023, 7, 2))])["planned"] == 0
+    plan = plan_run(lake, [("seren", date(2023, 7, 2))], run_id="night")
+    assert plan["without_log"] == plan["with_log"] == 0
 
 
 # --------------------------------------------------------------------------- reports

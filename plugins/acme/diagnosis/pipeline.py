@@ -8,8 +8,9 @@ Order, stopping at the first confident answer (``ACME_DIAGNOSIS_MIN_CONFIDENCE``
    it are refused. Local and object-store logs (plain or ``.gz``) stream through fsspec.
 2. **Compress** with the job family's stored filter rules first, then the bundled ones.
 3. **Rules**: the bundled rules plus those learned before (``acme.diagnosis.learning``).
-4. **Retrieval**: the nearest past cases are always looked up (they are shown as similar cases). When the
-   rules are not confident their similarity-weighted vote decides if no rule matched at all, and otherwise
+4. **Retrieval**: unless a rule already decided confidently (then nothing is looked up, and a crash's
+   own diagnosis loads no embedding model: its case is stored later, ``acme.diagnosis.deferred_cases``),
+   the nearest past cases are looked up (they are shown as similar cases). When the rules are not confident their similarity-weighted vote decides if no rule matched at all, and otherwise
    can only confirm the rule's reason (raising its confidence): a past case never overrules a rule.
 5. **LLM agent**, only when still not confident and an endpoint is configured. When it is unavailable
    the diagnosis falls back to retrieval (or the rules) and the record's note says so.
@@ -274,13 +275,15 @@ def diagnose_log_lines(
     agent: Any = CONFIGURED_AGENT,
     learn: bool = True,
     store_case: bool = True,
+    defer_case: bool = True,
     notes: Iterable[str] = (),
 ) -> DiagnosisRecord:
     """Diagnose an already located log (a local file or lines); see the module docstring for the steps.
 
     Without a lake only the bundled rules (and the agent, if any) are used and nothing is written; with one,
     family filter rules, learned rules and retrieval join in, and -- unless ``learn`` / ``store_case`` are
-    off (the command line turns them off) -- the lake learns from the result.
+    off (the command line turns them off) -- the lake learns from the result. When a rule decided,
+    ``defer_case`` keeps the new case for a later embedding instead of loading the model now.
     """
     from acme.diagnosis import retrieval, settings
     from acme.diagnosis.compress import compress_log, load_filter_rules
@@ -321,7 +324,11 @@ def diagnose_log_lines(
     signature_lines = retrieval.signature_lines(compressed)
     similar: list[Any] = []
     store = None
-    if lake is not None:
+    if lake is not None and confident():
+        # No past case can overrule a confident rule: the embedding model is not loaded (seconds on the
+        # way from a crash to its restart), and the case waits in acme.diagnosis.deferred_cases.
+        notes.append("a rule decided: similar past cases not looked up")
+    elif lake is not None:
         store = retrieval.CaseStore(lake)
         if settings.embedding() == "minilm" and isinstance(store.embedder, retrieval.LexicalEmbedder):
             notes.append(f"embedding model unavailable, lexical retrieval used ({retrieval.fallback_reason})")
@@ -378,7 +385,12 @@ def diagnose_log_lines(
                 f"learned rule {outcome.rule_id}" if outcome.accepted else f"rule not learned: {outcome.why}"
             )
         if store_case and record.source in ("rule", "llm") and record.confidence >= threshold:
-            store.upsert([case])
+            if store is None and defer_case:
+                from acme.diagnosis.deferred_cases import defer_case as defer
+
+                defer(lake, case)
+            else:
+                (store or retrieval.CaseStore(lake)).upsert([case])
     record.note = "; ".join(notes) or None
     return record
 
@@ -413,6 +425,7 @@ def diagnose_job(
     *,
     day: date | None = None,
     agent: Any = CONFIGURED_AGENT,
+    defer_case: bool = True,
 ) -> DiagnosisRecord:
     """Diagnose one failed job. ``log_source``: None (find the log by the configured pattern), a location
     from a manual run (checked against the log root), or the log's lines themselves."""
@@ -424,4 +437,6 @@ def diagnose_job(
         lines: Iterable[str] = read_log_lines(files)
     else:
         lines = log_source
-    return diagnose_log_lines(lines, job, cluster=cluster, lake=lake, day=day, agent=agent, notes=notes)
+    return diagnose_log_lines(
+        lines, job, cluster=cluster, lake=lake, day=day, agent=agent, defer_case=defer_case, notes=notes
+    )

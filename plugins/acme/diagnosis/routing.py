@@ -4,7 +4,8 @@ the job's owner for failures of their own making, nothing otherwise.
 * Infrastructure failures of ``Pretrain`` / ``SFT`` jobs -> the conf of the ``recover_training`` DAG
   (always a dry run when only the LLM agent says so):
   ``{"cluster", "job_id", "nodes", "checkpoint_uri", "dry_run", "reason", "recovery_id"[, "detected_at"]}``
-  (its Params; ``checkpoint_uri`` is "" when unknown). Without a node list there is nothing to localize, so
+  (its Params; ``checkpoint_uri`` is the job record's, or "": recover_training then takes
+  ``ACME_CHECKPOINT_URI_PATTERN``). Without a node list there is nothing to localize, so
   no recovery. Evaluation and debug jobs are cheap to resubmit, so they are not recovered automatically.
 * User-attributed failures -> an owner message (job, reason, evidence, mitigation) written to
   ``diagnosis/messages/cluster=<c>/date=<d>/<job_id>.json`` (rewritten, never appended, on a re-run).
@@ -58,10 +59,8 @@ def route(record: DiagnosisRecord, job: dict[str, Any] | None) -> Route:
         nodes = expand_hostlist(job.get("node_list"))
         if not nodes:  # recover_training localizes faults among the job's nodes: it cannot start without them
             return Route(NO_ROUTE, f"{record.reason} under a {job_type} job, but its node list is unknown")
-        pattern = settings.checkpoint_uri_pattern()
-        checkpoint = job.get("checkpoint_uri") or (
-            pattern.format(cluster=record.cluster, job_id=record.job_id) if pattern else ""
-        )
+        # From the job record when it says; else recover_training finds it (ACME_CHECKPOINT_URI_PATTERN).
+        checkpoint = job.get("checkpoint_uri") or ""
         conf = {
             "cluster": record.cluster,
             "job_id": record.job_id,

@@ -72,8 +72,22 @@ def learn_min_confidence() -> float:
 
 
 def max_jobs_per_run() -> int:
-    """At most this many failed jobs are diagnosed by one DAG run (``ACME_DIAGNOSIS_MAX_JOBS``, 500)."""
+    """At most this many failed jobs *with a log* are diagnosed by one DAG run (``ACME_DIAGNOSIS_MAX_JOBS``,
+    500); the others wait in the carry-over queue for the next run. Jobs without a log are not capped:
+    their bulk diagnosis from metadata takes seconds for thousands."""
     return int(_number("ACME_DIAGNOSIS_MAX_JOBS", "500", 1, 100_000))
+
+
+def chunks() -> int:
+    """At most this many mapped tasks diagnose one run's jobs with a log (``ACME_DIAGNOSIS_CHUNKS``, 4):
+    each loads the embedding model at most once for its whole chunk."""
+    return int(_number("ACME_DIAGNOSIS_CHUNKS", "4", 1, 64))
+
+
+def claim_ttl_s() -> float:
+    """A queued job claimed by a run that did not diagnose it is taken by another run after this many
+    seconds (``ACME_DIAGNOSIS_CLAIM_TTL_S``, 21600: a run that failed for good, not one still working)."""
+    return _number("ACME_DIAGNOSIS_CLAIM_TTL_S", "21600", 60, 30 * 86_400)
 
 
 def concurrency() -> int:
@@ -82,12 +96,8 @@ def concurrency() -> int:
 
 
 def recovery_dry_run() -> bool:
-    """Whether recovery requests ask ``recover_training`` for a dry run (``ACME_RECOVERY_DRY_RUN``)."""
-    return _env("ACME_RECOVERY_DRY_RUN", "true").lower() in ("1", "true", "yes")
+    """Whether recovery requests ask ``recover_training`` for a dry run (``ACME_RECOVERY_DRY_RUN``, the
+    same setting as that DAG's own default: see ``acme.recovery.settings.dry_run_default``)."""
+    from acme.recovery.settings import dry_run_default
 
-
-def checkpoint_uri_pattern() -> str | None:
-    """Where a job's checkpoints are (``ACME_CHECKPOINT_URI_PATTERN``, e.g. ``s3://ckpt/{job_id}``); unset:
-    the job metadata's ``checkpoint_uri`` or none (recover_training then looks for itself)."""
-    value = _env("ACME_CHECKPOINT_URI_PATTERN", "")
-    return value or None
+    return dry_run_default()

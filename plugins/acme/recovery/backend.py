@@ -13,7 +13,9 @@ The simulated backend reads its jobs from ``include/recovery/simulated_jobs.yaml
       <cluster>:
         <job_id>: {nodes: [...], faulty: [...], stragglers: [...], seed: 0}
 
-and answers checks through ``localize.SimulatedCluster``. Its cordons and resubmissions are kept in
+and answers checks through ``localize.SimulatedCluster``. A job the file does not list (any failed
+job the diagnosis routes on a fresh install) is simulated on the nodes the request names, all healthy,
+so the offline chain still reaches a restart; the file is where simulated faults are set. Its cordons and resubmissions are kept in
 the lake (``recovery/simulated/cluster=<c>/state.json``), so a demo run shows what a real cluster
 would have been asked to do and a second run sees the first one's cordons.
 """
@@ -88,21 +90,31 @@ class SimulatedBackend:
 
     name = "simulated"
 
-    def __init__(self, cluster: str, jobs_file: Path, lake: Lake, job_id: str | None = None):
+    def __init__(
+        self,
+        cluster: str,
+        jobs_file: Path,
+        lake: Lake,
+        job_id: str | None = None,
+        nodes: Sequence[str] | None = None,
+    ):
         self.cluster = cluster
         self.job_id = job_id  # whose nodes answer the checks (a node may appear in several test jobs)
         self.jobs_file = Path(jobs_file)
         self.lake = lake
         self.state_key = f"recovery/simulated/cluster={cluster}/state.json"
-        self._jobs = _load_simulated_jobs(self.jobs_file).get(cluster)
-        if self._jobs is None:
-            raise ConfigError(f"{self.jobs_file}: no simulated cluster {cluster!r}")
+        self._jobs = dict(_load_simulated_jobs(self.jobs_file).get(cluster) or {})
+        if job_id and job_id not in self._jobs and nodes:
+            # Not in the file: the job the request describes, on its nodes, with no simulated fault.
+            self._jobs[job_id] = {"nodes": list(nodes), "faulty": [], "stragglers": [], "seed": 0,
+                                  "from_request": True}  # fmt: skip
 
     def describe_job(self, job_id: str) -> JobInfo:
         settings = self._jobs.get(job_id)
         if settings is None:
             raise UnknownJobError(
-                f"job {job_id}", f"not a job of simulated cluster {self.cluster} ({self.jobs_file})"
+                f"job {job_id}",
+                f"not a job of simulated cluster {self.cluster} ({self.jobs_file}), and no node list given",
             )
         return JobInfo(job_id, tuple(settings["nodes"]), {"simulated": settings})
 
@@ -176,9 +188,14 @@ def _load_simulated_jobs(path: Path) -> dict[str, dict[str, dict[str, Any]]]:
 
 
 def make_backend(
-    cluster: str, lake: Lake, job_id: str | None = None, kube_client: Any = None
+    cluster: str,
+    lake: Lake,
+    job_id: str | None = None,
+    kube_client: Any = None,
+    nodes: Sequence[str] | None = None,
 ) -> RecoveryBackend:
-    """The configured backend (``ACME_RECOVERY_BACKEND``) for ``cluster`` (and the job being recovered).
+    """The configured backend (``ACME_RECOVERY_BACKEND``) for ``cluster`` (and the job being recovered;
+    ``nodes``, the request's, let the simulated cluster stand in for a job its file does not list).
 
     ``kube_client`` is a ``kubernetes.client.CoreV1Api`` (inside Airflow, from the Kubernetes
     connection); without one the Kubernetes backend loads the default kubeconfig.
@@ -187,7 +204,7 @@ def make_backend(
 
     settings = recovery_settings()
     if settings.backend == "simulated":
-        return SimulatedBackend(cluster, settings.simulated_jobs_file, lake, job_id)
+        return SimulatedBackend(cluster, settings.simulated_jobs_file, lake, job_id, nodes)
     if settings.backend == "kubernetes":
         from acme.recovery.kubernetes_backend import KubernetesBackend
 

@@ -71,12 +71,19 @@ class RecoveryRequest:
     dry_run: bool = False
     reason: str = ""
     detected_at: str | None = None
+    checkpoint_from: str = "the checkpoint_uri Param"  # where the location came from, for error messages
 
     @classmethod
     def from_params(
-        cls, params: Mapping[str, Any], recovery_id: str, run_id: str, started: datetime
+        cls,
+        params: Mapping[str, Any],
+        recovery_id: str,
+        run_id: str,
+        started: datetime,
+        default_checkpoint: str | None = None,
     ) -> RecoveryRequest:
-        """Checked request from run Params; ``detected_at`` defaults to ``started`` (the run's start)."""
+        """Checked request from run Params; ``detected_at`` defaults to ``started`` (the run's start) and an
+        empty ``checkpoint_uri`` to ``default_checkpoint`` (from ``ACME_CHECKPOINT_URI_PATTERN``)."""
         nodes = params.get("nodes")
         if isinstance(nodes, str):
             nodes = [part.strip() for part in nodes.replace("\n", ",").split(",") if part.strip()]
@@ -87,6 +94,11 @@ class RecoveryRequest:
         if len(set(nodes)) != len(nodes):
             raise InputError("nodes", "a node is listed twice")
         checkpoint = params.get("checkpoint_uri")
+        checkpoint_from = "the checkpoint_uri Param"
+        if (
+            checkpoint is None or (isinstance(checkpoint, str) and not checkpoint.strip())
+        ) and default_checkpoint:
+            checkpoint, checkpoint_from = default_checkpoint, "ACME_CHECKPOINT_URI_PATTERN"
         if not isinstance(checkpoint, str) or not checkpoint.strip():
             raise InputError("checkpoint_uri", "missing: where the job's checkpoints are (folder or s3://…)")
         detected = params.get("detected_at") or started.astimezone(UTC).isoformat()
@@ -109,6 +121,7 @@ class RecoveryRequest:
             dry_run=bool(params.get("dry_run")),
             reason=str(params.get("reason") or ""),
             detected_at=str(detected),
+            checkpoint_from=checkpoint_from,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -306,13 +319,23 @@ def choose_restart_checkpoint(lake: Lake, request: RecoveryRequest) -> dict[str,
     from acme.recovery.checkpoints import NeedsOperatorError, choose_checkpoint_in_lake
 
     log = action_log(lake, request)
-    inputs = {"checkpoint_uri": request.checkpoint_uri, "metrics_file": request.metrics_file}
+    inputs = {"checkpoint_uri": request.checkpoint_uri, "checkpoint_from": request.checkpoint_from,
+              "metrics_file": request.metrics_file}  # fmt: skip
     with log.step("choose_checkpoint", inputs, request.dry_run) as result:
         store = open_lake(request.checkpoint_uri)
         try:
             choice = choose_checkpoint_in_lake(store, "", metrics_key=request.metrics_file)
         except NeedsOperatorError as exc:
-            raise NeedsPersonError(str(exc).removesuffix(": a person must decide how to restart")) from exc
+            problem = (
+                f"{str(exc).removesuffix(': a person must decide how to restart')} (checkpoint location "
+                f"{request.checkpoint_uri}, from {request.checkpoint_from}: set it there, or the "
+                f"checkpoint_uri Param)"
+            )
+            if not request.dry_run:
+                raise NeedsPersonError(problem) from exc
+            # A dry run goes on to the restart plan, which says that a live run would stop here.
+            result["planned"] = f"a live run would stop here: needs a person: {problem}"
+            return {"path": None, "step": None, "skip_batches": [], "missing": problem}
         result.update(choice.to_dict())
         if request.dry_run:
             result["status"] = "done"  # reading the object store touches no cluster: the choice is real
@@ -333,8 +356,8 @@ def restart_job(
     undecided = verdict.get("undecided") or []
     plan = RestartPlan(
         recovery_id=request.recovery_id,
-        resume_from=checkpoint["path"],
-        resume_step=int(checkpoint["step"]),
+        resume_from=checkpoint["path"] or "",
+        resume_step=int(checkpoint["step"] or 0),
         skip_batches=tuple((r["first"], r["last"]) for r in checkpoint.get("skip_batches") or []),
         exclude_nodes=tuple(taken_out.get("excluded") or ()),
     )
@@ -351,7 +374,16 @@ def restart_job(
             )
         info = JobInfo(job["job_id"], tuple(job["nodes"]), dict(job.get("spec") or {}))
         if request.dry_run:
-            result["planned"] = f"would resubmit job {info.job_id} through {backend.name}"
+            source = (
+                f"from {plan.resume_from} (step {plan.resume_step})"
+                if plan.resume_from
+                else f"but has no checkpoint to resume from ({checkpoint.get('missing')})"
+            )
+            excluded = f", without {', '.join(plan.exclude_nodes)}" if plan.exclude_nodes else ""
+            result["planned"] = (
+                f"dry run (ACME_RECOVERY_DRY_RUN / the dry_run Param): would resubmit job {info.job_id} "
+                f"through {backend.name} {source}{excluded}"
+            )
         else:
             result.update(backend.restart(info, plan))
         restarted = utc_now()

@@ -96,3 +96,34 @@ def recovery_settings() -> RecoverySettings:
         slurm_python=_env("ACME_RECOVERY_SLURM_PYTHON", "python3"),
         lock_ttl_s=float(_positive("ACME_RECOVERY_LOCK_TTL_S", "7200", float)),
     )
+
+
+DEFAULT_CHECKPOINT_URI_PATTERN = "{lake}/checkpoints/cluster={cluster}/job={job_id}"
+
+
+def dry_run_default() -> bool:
+    """Whether a recovery is a dry run unless its run says otherwise (``ACME_RECOVERY_DRY_RUN``, default
+    true): the one setting for both the diagnosis' recovery requests and ``recover_training``'s Param
+    default. ``false`` makes both live (cordons and restarts)."""
+    raw = _env("ACME_RECOVERY_DRY_RUN", "true").lower()
+    if raw not in ("1", "true", "yes", "0", "false", "no"):
+        raise ConfigError(f"ACME_RECOVERY_DRY_RUN={raw!r} must be true or false")
+    return raw in ("1", "true", "yes")
+
+
+def checkpoint_uri_pattern() -> str:
+    """Where a job's checkpoints are when its run gives no ``checkpoint_uri`` and its job record none
+    (``ACME_CHECKPOINT_URI_PATTERN``, default ``{lake}/checkpoints/cluster={cluster}/job={job_id}``;
+    e.g. ``s3://ckpt/{cluster}/{job_id}``). Placeholders: ``{lake}``, ``{cluster}``, ``{job_id}``."""
+    import string
+
+    pattern = _env("ACME_CHECKPOINT_URI_PATTERN", DEFAULT_CHECKPOINT_URI_PATTERN)
+    for _, name, _, _ in string.Formatter().parse(pattern):
+        if name is not None and name not in ("lake", "cluster", "job_id"):
+            raise ConfigError(f"ACME_CHECKPOINT_URI_PATTERN has an unknown placeholder {{{name}}}")
+    return pattern
+
+
+def checkpoint_uri_for(cluster: str, job_id: str, lake_uri: str) -> str:
+    """The checkpoint location of a job by ``ACME_CHECKPOINT_URI_PATTERN``."""
+    return checkpoint_uri_pattern().format(lake=lake_uri.rstrip("/"), cluster=cluster, job_id=job_id)

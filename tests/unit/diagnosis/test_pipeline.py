@@ -152,7 +152,9 @@ def test_unknown_failure_goes_to_the_stub_agent_which_teaches_a_rule(lake):
     second = diagnose_job(lake, "seren", {**JOB, "job_id": "2"}, agent=agent)
     assert (second.reason, second.source) == ("CUDAError", "rule")  # the learned rule, no second LLM call
     assert second.rule_id == first.note.split("learned rule ")[1].split(";")[0] and len(agent.calls) == 1
-    assert second.similar_cases[0]["job_id"] == "1"
+    # A rule decided: no similar-case lookup (no model load); the case waits for the nightly flush.
+    assert second.similar_cases == [] and "similar past cases not looked up" in second.note
+    assert lake.exists("diagnosis/cases_deferred/cluster=seren/2.json")
 
 
 def test_unavailable_stub_agent_falls_back_to_retrieval_and_says_so(lake, monkeypatch):
@@ -231,19 +233,22 @@ def test_a_rerun_replaces_the_record_and_the_case(lake):
         write_records(lake, [diagnose_job(lake, "seren", {**JOB, "job_id": "1"}, agent=None)])
     (stored,) = read_records(lake, "seren", date(2023, 7, 1))
     assert stored.reason == "NVLinkError" and stored.similar_cases == []  # never its own earlier self
+    from acme.diagnosis.deferred_cases import flush_deferred_cases
+
+    assert flush_deferred_cases(lake) == 1  # a rule decided: the case was deferred, stored once
     assert len(CaseStore(lake, LexicalEmbedder()).read("seren")) == 1
 
 
 # ------------------------------------------------------------------------------------------ routing
 def test_infrastructure_failure_of_a_training_job_requests_recovery(lake, monkeypatch):
-    monkeypatch.setenv("ACME_CHECKPOINT_URI_PATTERN", "s3://ckpt/{cluster}/{job_id}")
+    monkeypatch.setenv("ACME_CHECKPOINT_URI_PATTERN", "s3://ckpt/{cluster}/{job_id}")  # recover_training's
     put_log(lake, "1", training_log("ECCError"))
     record = diagnose_job(lake, "seren", {**JOB, "job_id": "1"}, agent=None)
     decided = route(record, {**JOB, "job_id": "1"})
     assert decided.kind == RECOVERY
     assert decided.recovery_conf == {
         "cluster": "seren", "job_id": "1", "nodes": ["node01", "node02", "node07"],
-        "checkpoint_uri": "s3://ckpt/seren/1", "dry_run": True, "reason": "ECCError", "recovery_id": "diag-seren-1",
+        "checkpoint_uri": "", "dry_run": True, "reason": "ECCError", "recovery_id": "diag-seren-1",
     }  # fmt: skip
     assert route(record, {**JOB, "job_type": "Eval"}).kind == NO_ROUTE
     assert route(record, {**JOB, "node_list": None}).kind == NO_ROUTE  # nothing to localize faults among
@@ -319,9 +324,9 @@ def test_a_model_that_cannot_load_is_said_in_the_record(lake, monkeypatch):
     monkeypatch.setattr(retrieval, "_EMBEDDERS", {})
     monkeypatch.setattr(retrieval, "fallback_reason", None)
     monkeypatch.setattr(retrieval.MiniLMEmbedder, "__init__", broken)
-    put_log(lake, "1", training_log("KeyError"))
+    put_log(lake, "1", training_log(excerpt=FLUX))  # no rule decides: retrieval is asked, so the model
     record = diagnose_job(lake, "seren", {**JOB, "job_id": "1"}, agent=None)
-    assert record.reason == "KeyError"
+    assert record.reason == "Unknown"
     assert "embedding model unavailable, lexical retrieval used (OSError: model files missing)" in record.note
 
 

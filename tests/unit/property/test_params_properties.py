@@ -187,15 +187,16 @@ def run_plan(dag_id: str, params: dict, lake) -> object:
             load_clusters(), run_day(context), params["cluster"], params["source"], params.get("input")
         )
     if dag_id == "diagnose_failures":
-        from acme.diagnosis.nightly import diagnosis_targets, plan_diagnoses
+        from acme.diagnosis.nightly import diagnosis_targets, plan_run
         from acme.diagnosis.pipeline import locate_logs
 
         targets = diagnosis_targets(
             load_clusters(), params["cluster"], run_day(context), [],
             manual=bool(params.get("day") or params.get("job_id")),
         )  # fmt: skip
-        plan = plan_diagnoses(lake, targets, job_id=params.get("job_id"), log=params.get("log"))
-        for item in plan["items"]:
+        plan = plan_run(lake, targets, run_id="fuzz", job_id=params.get("job_id"), log=params.get("log"))
+        stored = lake.read_json(plan["plan"])
+        for item in stored["without_log"] + [i for chunk in stored["chunks"] for i in chunk]:
             files, _ = locate_logs(
                 lake, item["cluster"], item["job"], item["log"], date.fromisoformat(item["day"])
             )
@@ -302,7 +303,8 @@ def test_a_metrics_file_param_cannot_leave_the_checkpoint_location(dags, metrics
     """Regression: ``metrics_file`` is read relative to the checkpoint location; ``..`` reached any file."""
     from acme_airflow.recovery import request_from_context
 
-    overrides = {"checkpoint_uri": "/data/ckpt/run-1", "metrics_file": metrics_file}
+    overrides = {"checkpoint_uri": "/data/ckpt/run-1", "metrics_file": metrics_file,
+                 "job_id": "job-1", "nodes": ["n1"]}  # fmt: skip
     params = accepted_params(dags["recover_training"], overrides)
     with pytest.raises(InputError, match="metrics_file"):
         request_from_context(context_for(params))
