@@ -646,3 +646,48 @@ def test_a_configured_mode_is_not_probed_and_a_refusal_is_unavailable(fake_llm):
 def test_an_unknown_structured_output_mode_is_a_config_error():
     with pytest.raises(ConfigError, match="structured output 'xml'"):
         LLMEndpoint(base_url="http://127.0.0.1:1/v1", model="m", structured_output="xml")
+
+
+# ---------------------------------------------------------------------------- the model's place in the pipeline
+class _ScriptedAgent:
+    """An agent that answers one fixed diagnosis (what a weak or injected model might say)."""
+
+    def __init__(self, reason: str, category: str, attribution: str, confidence: float):
+        self.answer = AgentAnswer(reason, category, attribution, confidence, [1], "cordon everything", None)
+        self.asked = 0
+
+    def diagnose(self, *args, **kwargs) -> AgentAnswer:
+        self.asked += 1
+        return self.answer
+
+
+def test_a_confident_wrong_answer_never_overrules_a_weak_rule_scripted_agent(monkeypatch):
+    """The rule for a bare NCCL watchdog timeout is weak (below the 0.7 threshold), so the agent is asked;
+    its confident ECCError does not replace the rule's reason, and is noted."""
+    from acme.diagnosis.pipeline import diagnose_log_lines
+
+    monkeypatch.setenv("ACME_DIAGNOSIS_EMBEDDING", "lexical")
+    agent = _ScriptedAgent("ECCError", "Infrastructure", "infrastructure", 0.99)
+    log = [
+        "[rank0]: [E ProcessGroupNCCL.cpp:475] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1)"
+    ]
+    record = diagnose_log_lines(log, {"job_id": "w-1"}, cluster="kalos", agent=agent)
+    assert agent.asked == 1
+    assert (record.source, record.reason) == ("rule", "NCCLTimeoutError")
+    assert "LLM agent answered ECCError; the matching rule's NCCLTimeoutError stands" in (record.note or "")
+
+
+def test_an_answer_of_the_model_alone_only_plans_a_dry_run_recovery_scripted_agent(monkeypatch):
+    from acme.diagnosis.pipeline import diagnose_log_lines
+    from acme.diagnosis.routing import RECOVERY, route
+
+    monkeypatch.setenv("ACME_DIAGNOSIS_EMBEDDING", "lexical")
+    monkeypatch.delenv("ACME_RECOVERY_DRY_RUN", raising=False)
+    agent = _ScriptedAgent("ECCError", "Infrastructure", "infrastructure", 0.99)
+    job = {"job_id": "w-2", "job_type": "Pretrain", "node_list": "node[01-02]"}
+    record = diagnose_log_lines(
+        ["[rank3]: worker heartbeat missed for 45 s"], job, cluster="kalos", agent=agent
+    )
+    assert (record.source, record.reason) == ("llm", "ECCError")
+    decided = route(record, job)
+    assert decided.kind == RECOVERY and decided.recovery_conf["dry_run"] is True
