@@ -44,7 +44,7 @@ def model_id_for(location: str) -> str:
     """A stable, path-safe id for a checkpoint location: readable tail + hash of the full URL."""
     stripped = location.rstrip("/")
     parts = [p for p in re.split(r"[/\\]", stripped) if p and not p.endswith(":")]
-    parts = [re.sub(r"\.(pt|pth|bin|safetensors|ckpt)$", "", p) for p in parts]
+    parts = [re.sub(r"\.(pt|pth|bin|safetensors|ckpt|gguf)$", "", p) for p in parts]
     tail = "-".join(parts[-2:]) if parts else "model"
     tail = re.sub(r"[^A-Za-z0-9_.-]+", "-", tail).strip("-.")[:60] or "model"
     return f"{tail}-{hashlib.sha256(stripped.encode()).hexdigest()[:8]}"
