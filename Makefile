@@ -131,6 +131,8 @@ bench: $(STAMP)
 	$(PY) benchmarks/bench_compress_logs.py
 	$(PY) benchmarks/bench_ingest_metrics.py
 	$(PY) benchmarks/bench_stream_memory.py
+	$(PY) benchmarks/bench_eval_backends.py
+	$(PY) benchmarks/bench_agent.py --limit 20
 
 # The 30-day backfill on the local production stack (8-12 minutes; starts and stops the stack).
 bench-stack: $(STAMP)

@@ -22,7 +22,7 @@ Structured output differs between servers, so the request's ``response_format`` 
 | ``json_object_schema`` | ``{"type": "json_object", "schema": …}`` (grammar-constrained to the schema) | llama.cpp's server (``llama_cpp.server``), which refuses ``json_schema`` |
 | ``json_object`` | ``{"type": "json_object"}`` | servers with JSON mode but no schema |
 | ``plain`` | none: the prompt asks for JSON, the caller validates | anything else |
-| ``auto`` (default) | probes in that order: a mode the server refuses (HTTP 400 or 422) is not retried but followed by the next one, and the first mode that answers is kept for the endpoint | |
+| ``auto`` (default) | probes in that order: a mode the server refuses (HTTP 400 or 422, or any error naming ``response_format``: llama.cpp's server answers HTTP 500 with a validation error) is not retried but followed by the next one, and the first mode that answers is kept for the endpoint | |
 
 Whatever the mode, the answer is validated by the caller: a constrained answer can still be wrong.
 
@@ -246,6 +246,18 @@ def chat_completion(
     raise AgentUnavailable(f"{endpoint.shown_url}: no structured-output mode to try")
 
 
+def _refuses_format(exc: Exception) -> bool:
+    """A 400/422, or any error whose message names ``response_format`` (llama.cpp's server answers an
+    unsupported ``json_schema`` with HTTP 500 and a validation error naming the field)."""
+    import openai
+
+    if not isinstance(exc, openai.APIStatusError):
+        return False
+    if exc.status_code in _REFUSED_FORMAT_STATUS:
+        return True
+    return "response_format" in f"{exc.message} {exc.body}"
+
+
 class _FormatRefused(Exception):
     """HTTP 400/422 to a request: the server may refuse its ``response_format`` (never retried as is)."""
 
@@ -266,9 +278,9 @@ def _complete_with_retries(
         except openai.OpenAIError as exc:
             retry, what, wait = _classify(exc)
             failures.append(what)
+            if "response_format" in kwargs and _refuses_format(exc):
+                raise _FormatRefused(what) from exc
             if not retry:
-                if isinstance(exc, openai.APIStatusError) and exc.status_code in _REFUSED_FORMAT_STATUS:
-                    raise _FormatRefused(what) from exc
                 raise AgentUnavailable(f"{endpoint.shown_url}: {what}, not retried") from exc
             if attempt == endpoint.max_retries:
                 break

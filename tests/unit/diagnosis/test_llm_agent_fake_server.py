@@ -609,15 +609,20 @@ def test_compressed_log_with_carriage_returns_keeps_its_line_numbers_fake_server
 
 
 # ------------------------------------------------------------------------------ structured-output modes
-def test_a_server_refusing_json_schema_is_asked_with_json_object_and_schema_then_remembered(fake_llm):
-    """llama.cpp's server answers 422 to {"type": "json_schema"}: the next mode is tried, then kept."""
+@pytest.mark.parametrize("status", [422, 500])
+def test_a_server_refusing_json_schema_is_asked_with_json_object_and_schema_then_remembered(fake_llm, status):
+    """A server refusing {"type": "json_schema"} (llama.cpp's answers HTTP 500 naming response_format, as
+    seen against the real one in tests/integration/test_llm_local_server.py): the next mode is tried, then kept."""
     log_text = _log_text(TRAINING_LOG)
     fake_llm.script(
-        error_reply(422, "response_format: Input should be 'text' or 'json_object'"),
+        error_reply(
+            status,
+            "1 validation error: ('body', 'response_format', 'type') Input should be 'text' or 'json_object'",
+        ),
         json_reply(_oom_answer(log_text)),
         json_reply(_oom_answer(log_text)),
     )
-    agent = FailureAgent(_endpoint(fake_llm, model="probe-model"))
+    agent = FailureAgent(_endpoint(fake_llm, model=f"probe-model-{status}"))
     assert agent.diagnose(log_text, []).reason == "OutOfMemoryError"
     assert agent.diagnose(log_text, []).reason == "OutOfMemoryError"
     formats = [r.json["response_format"] for r in fake_llm.chat_requests]
