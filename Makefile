@@ -106,7 +106,7 @@ demo: setup
 	  print("  recovery steps:", ", ".join("%s (%s)" % (s["step"], s["status"]) for s in steps)); \
 	  print("  action log:", path)'
 	@echo "5. Evaluation of a real checkpoint (SmolLM2-135M-Instruct, GGUF, llama.cpp on the CPU) on real benchmark items"
-	@$(DAG_TEST) evaluate evaluate_checkpoint 2023-07-03 \
+	@ACME_EVAL_MAX_NEW_TOKENS=$${ACME_EVAL_MAX_NEW_TOKENS:-128} $(DAG_TEST) evaluate evaluate_checkpoint 2023-07-03 \
 	  "{\"model_location\": \"$$($(PY) -c 'from acme.evaluation.inference import bundled_gguf; print(bundled_gguf())')\", \"model_size\": \"135M\", \"suite\": \"real\", \"nodes\": 1}"
 	@$(PY) -m acme.evaluation.published --lake $(ACME_LAKE_URI)
 	@echo "6. Characterization reports (the paper's figures and tables) for every cluster, July 2023 and all"

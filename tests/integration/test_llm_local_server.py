@@ -26,6 +26,7 @@ UNEXPLAINED_LOG = [
     "[rank3]: worker heartbeat missed for 45 s, dataloader prefetch queue empty",
     "[rank3]: Segmentation fault in custom fused kernel launcher (core dumped)",
 ]
+CAPITAL = "Question: What is the capital of France?\nAnswer:"
 OOM_LOG = [
     "[rank1]: Traceback (most recent call last):",
     '[rank1]:   File "/workspace/train.py", line 212, in <module>',
@@ -96,13 +97,24 @@ def test_a_weak_model_never_overrides_a_rule_nor_widens_an_action(endpoint, monk
         assert decided.recovery_conf["dry_run"] is True  # the model alone never cordons or restarts
 
 
-def test_the_evaluation_server_backend_matches_the_in_process_model(server):
+def test_the_evaluation_server_backend_generates_and_scores_through_the_server(server):
+    """The ``openai`` evaluation backend against llama.cpp's server: generation matches the in-process
+    model's greedy answer; prompt log-probabilities come back (echo + logprobs) and are summed over the
+    continuation's tokens. Known difference, measured here: llama-cpp-python 0.3.36's server echoes other
+    log-probabilities than the in-process model computes for the same text (" Paris": about -5.5 against
+    -4.1; its echo has no BOS token), so ``ppl`` scores through this server are not those of in-process
+    llama.cpp; docs/operations.md says to score ``ppl`` sets in-process or on vLLM."""
+    import math
+
     from acme.evaluation.inference import LlamaCppModel, OpenAICompletionModel, bundled_gguf
 
     remote = OpenAICompletionModel(server.base_url, server.model)
     local = LlamaCppModel(bundled_gguf(), n_ctx=2048)
-    request = [("Question: What is the capital of France?\nAnswer:", " Paris")]
-    assert remote.loglikelihood(request)[0] == pytest.approx(local.loglikelihood(request)[0], abs=0.05)
-    (generated,) = remote.generate(["Question: What is 2 + 3?\nAnswer:"], 8, ["\n"])
-    assert generated.completion_tokens > 0 and remote.counter.completion_tokens == generated.completion_tokens
+    paris, berlin = remote.loglikelihood([(CAPITAL, " Paris"), (CAPITAL, " Berlin")])
+    assert math.isfinite(paris) and math.isfinite(berlin) and paris < 0 and berlin < 0
+    assert remote.counter.prompt_tokens >= 2 * 12  # the whole prompts were read back
+    prompt = "Question: What is 2 + 3?\nAnswer:"
+    (generated,) = remote.generate([prompt], 8, ["\n"])
+    (expected,) = local.generate([prompt], 8, ["\n"])
+    assert generated.text == expected.text and generated.completion_tokens > 0
     local.close()

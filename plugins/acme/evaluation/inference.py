@@ -333,38 +333,43 @@ class OpenAICompletionModel:
             )
         return results
 
+    def _echo(self, text: str) -> dict[str, Any]:
+        """The prompt's own tokens and their log-probabilities (``echo`` + ``logprobs``, one new token)."""
+        answer = self._post(
+            {"prompt": text, "max_tokens": 1, "temperature": 0.0, "echo": True, "logprobs": 1}
+        )
+        logprobs = answer["choices"][0].get("logprobs") or {}
+        if not logprobs.get("tokens") or not logprobs.get("token_logprobs"):
+            raise ConfigError(
+                f"{self.base_url}: no prompt log-probabilities (echo + logprobs); this server cannot score "
+                "ppl datasets (llama.cpp's server needs --logits_all true)"
+            )
+        return {"logprobs": logprobs, "usage": answer.get("usage") or {}}
+
     def loglikelihood(self, requests: Sequence[tuple[str, str]]) -> list[float]:
+        """Summed log-probabilities of each continuation's tokens, read from the echoed prompt.
+
+        The continuation's tokens are those after the common prefix of the context's echoed tokens and
+        the whole text's (servers disagree on character offsets; tokens they agree on), as in-process.
+        """
         scores = []
+        context_tokens: dict[str, list[str]] = {}
         for context, continuation in requests:
             started = time.perf_counter()
-            answer = self._post(
-                {
-                    "prompt": context + continuation,
-                    "max_tokens": 1,
-                    "temperature": 0.0,
-                    "echo": True,
-                    "logprobs": 1,
-                }
-            )
-            logprobs = answer["choices"][0].get("logprobs") or {}
-            offsets, values = logprobs.get("text_offset"), logprobs.get("token_logprobs")
-            if not offsets or not values:
-                raise ConfigError(
-                    f"{self.base_url}: no prompt log-probabilities (echo + logprobs); this server cannot score "
-                    "ppl datasets (llama.cpp's server needs --logits_all true)"
-                )
-            total, counted = 0.0, 0
-            end = len(context) + len(continuation)
-            for offset, value in zip(offsets, values, strict=False):
-                if len(context) <= offset < end and value is not None:
-                    total += value
-                    counted += 1
-            if counted == 0:
-                total = -math.inf
-            scores.append(total)
-            self.counter.add(
-                int((answer.get("usage") or {}).get("prompt_tokens", 0)), 0, time.perf_counter() - started
-            )
+            if context not in context_tokens:
+                context_tokens[context] = self._echo(context)["logprobs"]["tokens"]
+            whole = self._echo(context + continuation)
+            tokens, values = whole["logprobs"]["tokens"], whole["logprobs"]["token_logprobs"]
+            common = 0
+            for a, b in zip(context_tokens[context], tokens, strict=False):
+                if a != b:
+                    break
+                common += 1
+            # The echo ends with the one generated token: only the prompt's tokens are scored.
+            prompt_tokens = int(whole["usage"].get("prompt_tokens") or len(tokens) - 1)
+            picked = [v for v in values[max(1, common) : prompt_tokens] if v is not None]
+            scores.append(float(sum(picked)) if picked else -math.inf)
+            self.counter.add(prompt_tokens, 0, time.perf_counter() - started)
         return scores
 
     def close(self) -> None:
