@@ -236,12 +236,21 @@ def run_inference(
         "setup_s": setup_s,
         "lease_wait_s": lease_wait_s,
         "load_s": load_s,
-        "model_bytes": 0 if checkpoint is None else checkpoint.stat().st_size,
+        "model_bytes": _size(checkpoint),
         "slices": slice_times,
     }
     lake.write_json(run.timings_key(trial_id), timings)
     url = lake.write_bytes(outputs_key, ("\n".join(lines) + "\n").encode())
     return {"trial_id": trial_id, "skipped": False, "outputs": url, "samples": len(lines), "node": trial.node}
+
+
+def _size(checkpoint: Path | None) -> int:
+    """Bytes of the loaded checkpoint (a file, or a folder's files); 0 when a server holds the model."""
+    if checkpoint is None:
+        return 0
+    if checkpoint.is_file():
+        return checkpoint.stat().st_size
+    return sum(p.stat().st_size for p in checkpoint.rglob("*") if p.is_file() and p.name != "_manifest.json")
 
 
 def run_metric(lake: Lake, run: EvalRun, trial_id: str, data_dir: Path, code_timeout_s: float = 10.0) -> dict:

@@ -186,7 +186,7 @@ def test_every_trial_scores_what_the_tiny_data_says(env):
     summary = collect_results(env["lake"], run, str(TINY_SUITE))
     assert summary["scores"] == {"tiny_arith_mc": 0.75, "tiny_gsm8k": 0.8333, "tiny_humaneval": 0.5}
     report = Path(env["lake"].path(run.report_key)).read_text()
-    assert "| tiny_humaneval | pass@1 | 0.5000 | 4 | 1 |" in report
+    assert "| tiny_humaneval | pass@1 | 50.0 | 15.0–85.0 | 4 | 1 |" in report  # percent, Wilson 95%
     measured = env["lake"].read_json(run.measurements_key)["measurements"]
     assert {m["dataset"] for m in measured} == {"tiny_gsm8k", "tiny_arith_mc", "tiny_humaneval"}
     assert sum(m["n_samples"] for m in measured) == 42
