@@ -65,6 +65,7 @@ def local_llm_server(
     model_path: str | Path | None = None,
     *,
     n_ctx: int = 4096,
+    n_threads: int = 1,
     start_timeout_s: float = 120.0,
     stop_grace_s: float = 10.0,
 ) -> Iterator[LocalServer]:
@@ -78,7 +79,7 @@ def local_llm_server(
     command = [
         sys.executable, "-m", "llama_cpp.server", "--model", str(model_path), "--model_alias", MODEL_NAME,
         "--host", "127.0.0.1", "--port", str(port), "--n_ctx", str(n_ctx), "--logits_all", "true",
-        "--seed", "0", "--verbose", "false",
+        "--seed", "0", "--verbose", "false", "--n_threads", str(n_threads), "--n_threads_batch", str(n_threads),
     ]  # fmt: skip
     with open(log, "wb") as out:
         process = subprocess.Popen(

@@ -93,7 +93,7 @@ class LlamaCppModel:
 
     backend = "llama_cpp"
 
-    def __init__(self, path: str | Path, n_ctx: int = 2048, n_threads: int | None = None):
+    def __init__(self, path: str | Path, n_ctx: int = 2048, n_threads: int = 1):
         try:
             from llama_cpp import Llama
         except ImportError as exc:
@@ -107,7 +107,10 @@ class LlamaCppModel:
             self._llm = Llama(
                 model_path=str(self.path),
                 n_ctx=n_ctx,
+                # Batch (prompt) threads too: llama.cpp's default (all cores) spin-waits on a shared CPU;
+                # measured 20-30x slower prompt evaluation at load 8 on 2 cores (benchmarks/README.md).
                 n_threads=n_threads,
+                n_threads_batch=n_threads,
                 logits_all=True,  # loglikelihood reads every position's logits
                 seed=0,
                 verbose=False,
@@ -385,7 +388,9 @@ def load_eval_model(checkpoint: str | Path | None, backend: str | None = None) -
     if backend == "llama_cpp":
         if checkpoint is None:
             raise ConfigError("the llama_cpp backend needs a GGUF checkpoint")
-        return LlamaCppModel(checkpoint, n_ctx=settings.model_context_tokens())
+        return LlamaCppModel(
+            checkpoint, n_ctx=settings.model_context_tokens(), n_threads=settings.model_threads()
+        )
     if backend == "transformers":
         if checkpoint is None:
             raise ConfigError("the transformers backend needs a checkpoint file or folder")

@@ -21,6 +21,7 @@ environment when called, so tests and tasks see the values of their own process.
 | ``ACME_EVAL_MODEL_NAME`` | ``default`` | ``openai`` backend: the model name the server serves |
 | ``ACME_EVAL_MODEL_API_KEY`` | (none) | ``openai`` backend: bearer token, if the server wants one |
 | ``ACME_EVAL_MODEL_CONTEXT`` | ``2048`` | ``llama_cpp``: context window in tokens (prompt + answer) |
+| ``ACME_EVAL_MODEL_THREADS`` | ``1`` | ``llama_cpp``: CPU threads for prompts and generation (more only on dedicated cores: threads spin-wait on a shared CPU) |
 | ``ACME_EVAL_MAX_NEW_TOKENS`` | ``256`` | longest generated answer of a ``match`` or ``code_exec`` sample |
 | ``ACME_EVAL_BATCH_SIZE`` | ``1`` | samples per model call (``transformers`` and servers batch; 1 measures every sample alone) |
 
@@ -138,3 +139,10 @@ def max_new_tokens() -> int:
 
 def batch_size() -> int:
     return int(_positive("ACME_EVAL_BATCH_SIZE", "1"))
+
+
+def model_threads() -> int:
+    value = _positive("ACME_EVAL_MODEL_THREADS", "1")
+    if value != int(value):
+        raise ConfigError(f"ACME_EVAL_MODEL_THREADS={value!r} must be a whole number")
+    return int(value)
