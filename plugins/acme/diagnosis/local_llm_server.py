@@ -122,6 +122,8 @@ def main(argv: list[str] | None = None) -> int:
     if not args:
         print("usage: python -m acme.diagnosis.local_llm_server -- COMMAND [ARGS...]", file=sys.stderr)
         return 2
+    # A TERM (make interrupted, a CI timeout) unwinds the with-block, so the server is stopped too.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     with local_llm_server() as server:
         print(
             f"local LLM: llama.cpp server, {server.model} at {server.base_url} (pid {server.pid})", flush=True
