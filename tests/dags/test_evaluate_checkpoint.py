@@ -296,7 +296,8 @@ def test_kubernetes_backend_runs_pinned_gpu_pods_against_a_fake_api(
 
 
 def test_trials_that_find_no_free_gpu_fail_and_are_retried_each_on_its_own(airflow_db, eval_env, monkeypatch):
-    """Another process holds the node's only GPU for 2 s: the waiting trials fail, Airflow retries them."""
+    """Another process holds the node's only GPU until a trial has failed to get it: the waiting trials
+    fail, Airflow retries them (the real model's set-up time varies, so the hold ends on the failure)."""
     import threading
     import time
     from datetime import timedelta
@@ -308,16 +309,30 @@ def test_trials_that_find_no_free_gpu_fail_and_are_retried_each_on_its_own(airfl
     monkeypatch.setenv("ACME_EVAL_GPUS_PER_NODE", "1")
     monkeypatch.setenv("ACME_EVAL_GPU_LEASE_TIMEOUT_S", "0.3")
     shm = eval_env["shm"]
+    acquired = threading.Event()
 
-    def hold_the_gpu_after_the_precursor() -> None:
-        deadline = time.monotonic() + 120
-        while not list(shm.glob("*/_manifest.json")) and time.monotonic() < deadline:
-            time.sleep(0.01)
+    def a_trial_was_refused() -> bool:
+        from airflow.models.taskinstance import TaskInstance
+        from airflow.utils.session import create_session
+
+        with create_session() as session:
+            return (
+                session.query(TaskInstance)
+                .filter(TaskInstance.task_id == "trial.infer", TaskInstance.state == "up_for_retry")
+                .count()
+                > 0
+            )
+
+    def hold_the_gpu_until_a_trial_is_refused() -> None:
         with gpu_lease(shm, node=0, slots=1):
-            time.sleep(2.0)
+            acquired.set()
+            deadline = time.monotonic() + 300
+            while not a_trial_was_refused() and time.monotonic() < deadline:
+                time.sleep(0.2)
 
-    holder = threading.Thread(target=hold_the_gpu_after_the_precursor, daemon=True)
+    holder = threading.Thread(target=hold_the_gpu_until_a_trial_is_refused, daemon=True)
     holder.start()
+    assert acquired.wait(30)
     dag = DagBag(dag_folder=str(ROOT / "dags" / "evaluate_checkpoint.py")).dags["evaluate_checkpoint"]
     for task in dag.tasks:
         task.retries = 3
@@ -325,7 +340,7 @@ def test_trials_that_find_no_free_gpu_fail_and_are_retried_each_on_its_own(airfl
         task.max_retry_delay = timedelta(seconds=2)
     conf = {"model_location": str(eval_env["checkpoint"]), "suite": str(eval_env["suite"]), "nodes": 1}
     run = dag.test(logical_date=datetime(2026, 11, 29, tzinfo=UTC), run_conf=conf)
-    holder.join(timeout=30)
+    holder.join(timeout=300)
     assert run.state == "success", task_states(run)
     tries = {ti.map_index: ti.try_number for ti in run.get_task_instances() if ti.task_id == "trial.infer"}
     assert max(tries.values()) > 1, tries  # at least one trial waited, failed and was retried
