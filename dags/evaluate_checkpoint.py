@@ -9,10 +9,12 @@ Triggered when a training job announces a checkpoint (the `acme_checkpoints` Ass
    publishes the plan to `eval/runs/<model-id>/<run>/plan.json`; a re-run re-uses that plan.
 2. `preload_model` — one per node: copies the checkpoint from remote storage into the node's
    shared memory (`ACME_EVAL_SHM_DIR`, default `/dev/shm/acme-models/<model-id>`) once
-   (size + SHA-256 check, atomic rename).
+   (size + SHA-256 check, atomic rename); nothing with `ACME_EVAL_MODEL_BACKEND=openai`.
 3. `trial` (mapped task group, one per trial, in plan order):
-   `infer` (pool `acme_eval_gpu`) sets up, leases a GPU of its planned node, loads the model from
-   shared memory, writes `outputs/<trial>.jsonl` and frees the GPU; `score` (pool `acme_eval_cpu`)
+   `infer` (pool `acme_eval_gpu`) sets up, leases a GPU of its planned node, loads the real model
+   from shared memory with the configured runtime (`ACME_EVAL_MODEL_BACKEND`: llama.cpp by default,
+   HF transformers, or an OpenAI-compatible server such as vLLM), writes `outputs/<trial>.jsonl`
+   (answers, per-sample seconds and tokens) and frees the GPU; `score` (pool `acme_eval_cpu`)
    starts as soon as *its* inference is done and writes `metrics/<trial>.json`.
 4. `collect_results` — results table (`results.parquet`: dataset, metric, score, samples, times),
    `report.md`, the measured times (`eval/priors/measurements/…`) folded into the priors.
@@ -22,7 +24,7 @@ Each trial is retried on its own; a re-run skips trials whose outputs and metric
 while the current one infers (see `include/eval/ASSUMPTIONS.md`).
 
 **Manual runs**: `model_location` (lake key or URL of the checkpoint), `model_size`, `suite`
-(`tiny`, `default` or a CSV path), `nodes`, `dry_run` (plan and simulate only).
+(`real`, `tiny`, `default` or a CSV path), `nodes`, `dry_run` (plan and simulate only).
 """
 
 from __future__ import annotations
@@ -61,7 +63,7 @@ from acme_airflow.defaults import DEFAULT_ARGS, Tag
             description="Parameters, e.g. 7B or 350M: sizes the trials and the memory each node preloads.",
         ),
         "suite": Param(
-            "tiny", type="string", title="Suite", description="tiny, default, or a suite CSV path."
+            "tiny", type="string", title="Suite", description="real, tiny, default, or a suite CSV path."
         ),
         "nodes": Param(
             1,
@@ -127,6 +129,12 @@ def evaluate_checkpoint():
         from acme_airflow.failures import no_retry_for_bad_input
         from acme_airflow.lake import task_lake
 
+        if settings.model_backend() == "openai":  # the trials call a server that holds the model
+            return {
+                "node": precursor["node"],
+                "copied": False,
+                "reason": "openai backend: nothing to preload",
+            }
         if settings.backend() == "kubernetes":
             from acme.evaluation.kubernetes_pods import precursor_pod
             from acme_airflow.gpu_pod import GpuPodOperator

@@ -153,6 +153,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--prior-error", type=float, default=0.0, help="true times differ from priors by up to ±X"
     )
     plan.add_argument("--seed", type=int, default=0)
+    plan.add_argument(
+        "--priors",
+        help="plan from measured runtime priors: a priors.json, or 'lake' for the lake's eval/priors/priors.json",
+    )
     plan.set_defaults(handler=_plan_eval)
 
     report = commands.add_parser(
@@ -311,7 +315,14 @@ def _plan_eval(args: argparse.Namespace) -> dict:
 
     suite = args.suite or str(config.include_dir() / "eval" / "default_suite.csv")
     return plan_eval_cli(
-        suite, args.nodes, args.gpus_per_node, args.model_size, args.simulate, args.prior_error, args.seed
+        suite,
+        args.nodes,
+        args.gpus_per_node,
+        args.model_size,
+        args.simulate,
+        args.prior_error,
+        args.seed,
+        priors_source=args.priors,
     )
 
 

@@ -5,7 +5,8 @@ Connection ``ACME_LLM_CONN_ID`` (default ``acme_llm``), of any type (``http`` or
 * base URL: extra ``base_url``, else ``host`` when it carries a scheme (``http://vllm:8000/v1``), else
   ``https://host[:port]`` (with ``schema`` as path when set);
 * API key: ``password`` (empty for a server without authentication);
-* model: extra ``model``; optional extras ``timeout_s``, ``max_retries``, ``backoff_s``, ``max_retry_after_s``.
+* model: extra ``model``; optional extras ``timeout_s``, ``max_retries``, ``backoff_s``, ``max_retry_after_s``,
+  ``structured_output`` (``auto``, ``json_schema``, ``json_object_schema``, ``json_object``, ``plain``).
 
 Without that connection the endpoint comes from the environment (:meth:`LLMEndpoint.from_env`), and without
 either the result is None: diagnosis runs offline. The key is never logged.
@@ -60,6 +61,7 @@ def endpoint_from_connection(conn: Any) -> LLMEndpoint:
         ("max_retries", "max_retries", int),
         ("backoff_s", "backoff_base_s", float),
         ("max_retry_after_s", "max_retry_after_s", float),
+        ("structured_output", "structured_output", str),
     ):
         if extra.get(key) not in (None, ""):
             try:

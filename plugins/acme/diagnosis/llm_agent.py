@@ -132,6 +132,18 @@ class AnswerRejected(ValueError):
         super().__init__("; ".join(problems))
 
 
+def _first_json_object(text: str) -> dict[str, Any] | None:
+    decoder = json.JSONDecoder()
+    for found in re.finditer(r"\{", text):
+        try:
+            payload, _ = decoder.raw_decode(text, found.start())
+        except json.JSONDecodeError:
+            continue
+        if isinstance(payload, dict):
+            return payload
+    return None
+
+
 def _parse_json_object(content: str) -> dict[str, Any]:
     text = content.strip()
     fenced = re.fullmatch(r"```(?:json)?\s*(.*?)\s*```", text, re.DOTALL)
@@ -140,7 +152,11 @@ def _parse_json_object(content: str) -> dict[str, Any]:
     try:
         payload = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise AnswerRejected([f"the answer is not valid JSON ({exc.msg} at char {exc.pos})"]) from exc
+        # A model without JSON mode (structured output "plain") may wrap the object in prose.
+        embedded = _first_json_object(text)
+        if embedded is None:
+            raise AnswerRejected([f"the answer is not valid JSON ({exc.msg} at char {exc.pos})"]) from exc
+        payload = embedded
     if not isinstance(payload, dict):
         raise AnswerRejected([f"the answer is a JSON {type(payload).__name__}, not an object"])
     return payload
@@ -311,7 +327,12 @@ class FailureAgent:
         rejection: AnswerRejected | None = None
         for attempt in range(2):
             content = chat_completion(
-                self.endpoint, messages, temperature=0.0, max_tokens=self.max_answer_tokens, client=client
+                self.endpoint,
+                messages,
+                temperature=0.0,
+                max_tokens=self.max_answer_tokens,
+                schema=ANSWER_SCHEMA,
+                client=client,
             )
             try:
                 return validate_answer(_parse_json_object(content), shown)

@@ -13,6 +13,19 @@ policy is this module's, explicit and tested:
 * when the retries are used up, :class:`AgentUnavailable` says why -- the caller then falls back to the
   offline diagnosis.
 
+Structured output differs between servers, so the request's ``response_format`` is chosen per endpoint
+(``ACME_LLM_STRUCTURED_OUTPUT``):
+
+| mode | ``response_format`` sent | servers |
+|---|---|---|
+| ``json_schema`` | ``{"type": "json_schema", "json_schema": {"name", "schema", "strict"}}`` | OpenAI, vLLM, SGLang |
+| ``json_object_schema`` | ``{"type": "json_object", "schema": …}`` (grammar-constrained to the schema) | llama.cpp's server (``llama_cpp.server``), which refuses ``json_schema`` |
+| ``json_object`` | ``{"type": "json_object"}`` | servers with JSON mode but no schema |
+| ``plain`` | none: the prompt asks for JSON, the caller validates | anything else |
+| ``auto`` (default) | probes in that order: a mode the server refuses (HTTP 400 or 422, or any error naming ``response_format``: llama.cpp's server answers HTTP 500 with a validation error) is not retried but followed by the next one, and the first mode that answers is kept for the endpoint | |
+
+Whatever the mode, the answer is validated by the caller: a constrained answer can still be wrong.
+
 The API key never appears in a repr, a log message or an exception text.
 """
 
@@ -33,6 +46,10 @@ from acme.secrets import redact
 log = logging.getLogger(__name__)
 
 _RETRIED_STATUS = {408, 429}
+STRUCTURED_OUTPUT_MODES = ("json_schema", "json_object_schema", "json_object", "plain")
+_REFUSED_FORMAT_STATUS = {400, 422}
+# The mode each endpoint (base URL, model) answered with in this process: probing happens once.
+_working_mode: dict[tuple[str, str], str] = {}
 
 
 class AgentUnavailable(AcmeError):
@@ -63,8 +80,14 @@ class LLMEndpoint:
     backoff_base_s: float = 1.0
     backoff_max_s: float = 30.0
     max_retry_after_s: float = 120.0
+    structured_output: str = "auto"
 
     def __post_init__(self) -> None:
+        if self.structured_output not in ("auto", *STRUCTURED_OUTPUT_MODES):
+            raise ConfigError(
+                f"LLM structured output {self.structured_output!r} must be auto or one of "
+                f"{', '.join(STRUCTURED_OUTPUT_MODES)}"
+            )
         if not self.base_url.startswith(("http://", "https://")):
             raise ConfigError(f"LLM base URL {self.shown_url!r} must start with http:// or https://")
         if not self.model:
@@ -82,7 +105,8 @@ class LLMEndpoint:
     def from_env(cls) -> LLMEndpoint | None:
         """``ACME_LLM_BASE_URL`` (None when unset: the offline default), ``ACME_LLM_MODEL``,
         ``ACME_LLM_API_KEY``, ``ACME_LLM_TIMEOUT_S`` (60), ``ACME_LLM_MAX_RETRIES`` (3),
-        ``ACME_LLM_BACKOFF_S`` (1), ``ACME_LLM_MAX_RETRY_AFTER_S`` (120)."""
+        ``ACME_LLM_BACKOFF_S`` (1), ``ACME_LLM_MAX_RETRY_AFTER_S`` (120), ``ACME_LLM_STRUCTURED_OUTPUT``
+        (``auto``)."""
         base_url = _env("ACME_LLM_BASE_URL")
         if not base_url:
             return None
@@ -97,7 +121,15 @@ class LLMEndpoint:
             max_retries=int(_env_number("ACME_LLM_MAX_RETRIES", 3, minimum=0, integer=True)),
             backoff_base_s=_env_number("ACME_LLM_BACKOFF_S", 1.0, minimum=0.0),
             max_retry_after_s=_env_number("ACME_LLM_MAX_RETRY_AFTER_S", 120.0, minimum=0.0),
+            structured_output=(_env("ACME_LLM_STRUCTURED_OUTPUT") or "auto").lower(),
         )
+
+    def output_modes(self) -> list[str]:
+        """The structured-output modes to try, in order (see module doc)."""
+        if self.structured_output != "auto":
+            return [self.structured_output]
+        known = _working_mode.get((self.base_url, self.model))
+        return [known] if known else list(STRUCTURED_OUTPUT_MODES)
 
     def client(self) -> Any:
         """An ``openai.OpenAI`` client for this endpoint, with the client's own retries off."""
@@ -114,6 +146,17 @@ class LLMEndpoint:
     def backoff_s(self, attempt: int, rng: Callable[[], float] = random.random) -> float:
         """Wait before retry number ``attempt`` (0-based): exponential, capped, with jitter."""
         return min(self.backoff_max_s, self.backoff_base_s * 2**attempt) * (0.5 + rng() / 2)
+
+
+def response_format(mode: str, schema: dict[str, Any] | None, name: str = "answer") -> dict[str, Any] | None:
+    """The ``response_format`` of a request in ``mode`` (without a schema, both schema modes send JSON mode)."""
+    if mode == "plain":
+        return None
+    if schema is None or mode == "json_object":
+        return {"type": "json_object"}
+    if mode == "json_schema":
+        return {"type": "json_schema", "json_schema": {"name": name, "schema": schema, "strict": True}}
+    return {"type": "json_object", "schema": schema}
 
 
 def retry_after_s(headers: Any) -> float | None:
@@ -162,21 +205,72 @@ def chat_completion(
     temperature: float,
     max_tokens: int,
     json_mode: bool = True,
+    schema: dict[str, Any] | None = None,
     client: Any = None,
     sleep: Callable[[float], None] = time.sleep,
 ) -> str:
     """The text of the first choice of one chat completion, retried per the module's policy.
 
-    Raises :class:`AgentUnavailable` when every attempt failed. An empty or cut-off answer is returned as
-    is (possibly ``""``): judging its content is the caller's job.
+    With ``json_mode`` the answer is asked for as JSON in the endpoint's structured-output mode
+    (``schema`` constrains it where the server can); a server refusing a mode gets the next one when the
+    endpoint probes (``auto``). Raises :class:`AgentUnavailable` when every attempt failed. An empty or
+    cut-off answer is returned as is (possibly ``""``): judging its content is the caller's job.
     """
-    import openai
 
     client = client if client is not None else endpoint.client()
-    kwargs: dict[str, Any] = {"model": endpoint.model, "messages": messages, "temperature": temperature}
-    kwargs["max_tokens"] = max_tokens
-    if json_mode:
-        kwargs["response_format"] = {"type": "json_object"}
+    modes = endpoint.output_modes() if json_mode else ["plain"]
+    for position, mode in enumerate(modes):
+        kwargs: dict[str, Any] = {"model": endpoint.model, "messages": messages, "temperature": temperature}
+        kwargs["max_tokens"] = max_tokens
+        chosen = response_format(mode, schema) if json_mode else None
+        if chosen is not None:
+            kwargs["response_format"] = chosen
+        try:
+            content = _complete_with_retries(endpoint, client, kwargs, sleep)
+        except _FormatRefused as refused:
+            if position + 1 < len(modes):
+                log.info(
+                    "LLM endpoint %s refused structured output %s (%s); trying %s",
+                    endpoint.shown_url,
+                    mode,
+                    refused.what,
+                    modes[position + 1],
+                )
+                continue
+            raise AgentUnavailable(
+                f"{endpoint.shown_url}: {refused.what}, not retried"
+            ) from refused.__cause__
+        if json_mode and endpoint.structured_output == "auto":
+            _working_mode[(endpoint.base_url, endpoint.model)] = mode
+        return content
+    raise AgentUnavailable(f"{endpoint.shown_url}: no structured-output mode to try")
+
+
+def _refuses_format(exc: Exception) -> bool:
+    """A 400/422, or any error whose message names ``response_format`` (llama.cpp's server answers an
+    unsupported ``json_schema`` with HTTP 500 and a validation error naming the field)."""
+    import openai
+
+    if not isinstance(exc, openai.APIStatusError):
+        return False
+    if exc.status_code in _REFUSED_FORMAT_STATUS:
+        return True
+    return "response_format" in f"{exc.message} {exc.body}"
+
+
+class _FormatRefused(Exception):
+    """HTTP 400/422 to a request: the server may refuse its ``response_format`` (never retried as is)."""
+
+    def __init__(self, what: str):
+        self.what = what
+        super().__init__(what)
+
+
+def _complete_with_retries(
+    endpoint: LLMEndpoint, client: Any, kwargs: dict[str, Any], sleep: Callable
+) -> str:
+    import openai
+
     failures: list[str] = []
     for attempt in range(endpoint.max_retries + 1):
         try:
@@ -184,6 +278,8 @@ def chat_completion(
         except openai.OpenAIError as exc:
             retry, what, wait = _classify(exc)
             failures.append(what)
+            if "response_format" in kwargs and _refuses_format(exc):
+                raise _FormatRefused(what) from exc
             if not retry:
                 raise AgentUnavailable(f"{endpoint.shown_url}: {what}, not retried") from exc
             if attempt == endpoint.max_retries:

@@ -42,6 +42,12 @@ REJECTED_UNSAFE_REGEX = "unsafe_regex"
 REJECTED_MISSES_TEMPLATE_LINE = "misses_template_line"
 REJECTED_MATCHES_ERROR_LINE = "matches_error_line"
 
+PROPOSAL_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["regex", "description"],
+    "properties": {"regex": {"type": "string", "maxLength": 300}, "description": {"type": "string"}},
+}
 MAX_SAMPLE_LINES = 10
 MAX_LINE_CHARS = 400
 
@@ -119,13 +125,17 @@ def _ask_once(
     )
     messages = [{"role": "system", "content": _SYSTEM_PROMPT}, {"role": "user", "content": user}]
     try:
-        content = chat_completion(endpoint, messages, temperature=temperature, max_tokens=300, client=client)
+        content = chat_completion(
+            endpoint, messages, temperature=temperature, max_tokens=300, schema=PROPOSAL_SCHEMA, client=client
+        )
     except AgentUnavailable as exc:
         return None, "", f"unavailable: {exc.why}"
     try:
         payload = json.loads(content)
     except json.JSONDecodeError:
-        return None, "", "malformed JSON"
+        payload = _first_json_object(content)  # a model without JSON mode may wrap it in prose
+        if payload is None:
+            return None, "", "malformed JSON"
     if (
         not isinstance(payload, dict)
         or not isinstance(payload.get("regex"), str)
@@ -135,6 +145,19 @@ def _ask_once(
     description = payload.get("description")
     description = " ".join(description.split())[:200] if isinstance(description, str) else ""
     return _normalise(payload["regex"]), redact_untrusted(description), ""
+
+
+def _first_json_object(text: str) -> Any:
+    """The first JSON object embedded in ``text`` (prose or a code fence around it), or None."""
+    decoder = json.JSONDecoder()
+    for start in (m.start() for m in re.finditer(r"\{", text)):
+        try:
+            payload, _ = decoder.raw_decode(text, start)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(payload, dict):
+            return payload
+    return None
 
 
 def _match_signature(regex: str, probe_lines: list[str]) -> tuple[bool, ...] | None:

@@ -355,7 +355,13 @@ def diagnose_log_lines(
                 fallback = "retrieval" if any(c["source"] == "retrieval" for c in candidates) else "rules"
                 notes.append(f"LLM agent unavailable ({exc}); fell back to {fallback}")
             else:
-                if answer.reason != UNKNOWN:
+                ruled = next((c for c in candidates if c["source"] == "rule"), None)
+                if ruled is not None and answer.reason not in (UNKNOWN, ruled["reason"]):
+                    # A matching rule, however weak, is never overruled by the model: the answer is noted.
+                    notes.append(
+                        f"LLM agent answered {answer.reason}; the matching rule's {ruled['reason']} stands"
+                    )
+                elif answer.reason != UNKNOWN:
                     fallback = retrieval.decisive_lines(signature_lines, rules)
                     candidates.append(_from_answer(answer, compressed, fallback))
 

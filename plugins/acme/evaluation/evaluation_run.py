@@ -14,6 +14,7 @@ evaluation is recorded in the priors file, in the same write, so a re-run never 
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -27,11 +28,11 @@ from acme.evaluation.scoring import METRIC_NAMES
 from acme.evaluation.suite import Suite, read_suite
 from acme.lake import Lake
 
-BUNDLED_SUITES = {"tiny": "tiny_suite.csv", "default": "default_suite.csv"}
+BUNDLED_SUITES = {"real": "real_suite.csv", "tiny": "tiny_suite.csv", "default": "default_suite.csv"}
 
 
 def resolve_suite_path(suite: str) -> Path:
-    """``tiny`` / ``default`` (bundled in ``include/eval/``) or a path to a suite CSV."""
+    """``real`` / ``tiny`` / ``default`` (bundled in ``include/eval/``) or a path to a suite CSV."""
     from acme.config import include_dir
 
     if suite in BUNDLED_SUITES:
@@ -142,7 +143,7 @@ def simulate_evaluation(request: EvaluationRequest) -> dict[str, Any]:
 
 
 def _measurements(lake: Lake, run: EvalRun, plan: Plan, metrics: dict[str, dict]) -> list[dict]:
-    """Per slice: samples, inference and metric seconds (what the priors learn from)."""
+    """Per slice: samples, inference and metric seconds (what the priors learn from), tokens."""
     rows = []
     for trial in plan.trials:
         timings = lake.read_json(run.timings_key(trial.trial_id))
@@ -162,9 +163,23 @@ def _measurements(lake: Lake, run: EvalRun, plan: Plan, metrics: dict[str, dict]
                     "load_s": timings["load_s"],
                     "model_bytes": timings["model_bytes"],
                     "setup_s": timings["setup_s"],
+                    "model": timings.get("model"),
+                    "sample_s": piece.get("sample_s", []),
+                    "tokens_read": piece.get("tokens_read", 0),
+                    "tokens_written": piece.get("tokens_written", 0),
                 }
             )
     return rows
+
+
+def wilson_interval(correct: int, n: int, z: float = 1.96) -> tuple[float, float]:
+    """The 95% Wilson score interval of a proportion (sound at 0 and n correct, unlike p ± 1.96·SE)."""
+    if n <= 0:
+        return 0.0, 1.0
+    p = correct / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return max(0.0, centre - half), min(1.0, centre + half)
 
 
 def fold_into_priors(lake: Lake, run: EvalRun, measurements: list[dict], suite: Suite | None) -> dict:
@@ -198,9 +213,13 @@ def collect_results(lake: Lake, run: EvalRun, suite_path: str | None = None) -> 
             raise InputError(lake.url(key), "missing: the trial's metric step has not finished")
         metrics[trial.trial_id] = json.loads(lake.read_bytes(key))
     measurements = _measurements(lake, run, plan, metrics)
-    infer_by_dataset: dict[str, float] = {}
+    timing: dict[str, dict[str, Any]] = {}
     for m in measurements:
-        infer_by_dataset[m["dataset"]] = infer_by_dataset.get(m["dataset"], 0.0) + m["infer_s"]
+        entry = timing.setdefault(m["dataset"], {"infer_s": 0.0, "sample_s": [], "read": 0, "written": 0})
+        entry["infer_s"] += m["infer_s"]
+        entry["sample_s"] += m["sample_s"]
+        entry["read"] += m["tokens_read"]
+        entry["written"] += m["tokens_written"]
     datasets: dict[str, dict] = {}
     for document in metrics.values():
         for s in document["slices"]:
@@ -217,12 +236,20 @@ def collect_results(lake: Lake, run: EvalRun, suite_path: str | None = None) -> 
     for name in sorted(datasets):
         entry = datasets[name]
         entry["score"] = entry["correct"] / entry["n_samples"]
-        entry["infer_s"] = infer_by_dataset.get(name)
+        entry["score_low"], entry["score_high"] = wilson_interval(entry["correct"], entry["n_samples"])
+        measured = timing.get(name)
+        entry["infer_s"] = None if measured is None else measured["infer_s"]
+        samples = sorted(measured["sample_s"]) if measured else []
+        entry["sample_s_median"] = samples[len(samples) // 2] if samples else None
+        entry["sample_s_max"] = samples[-1] if samples else None
+        entry["tokens_read"] = measured["read"] if measured else None
+        entry["tokens_written"] = measured["written"] if measured else None
         rows.append(entry)
     table = pa.Table.from_pylist(rows)
     lake.write_parquet(run.results_key, table)
     lake.write_json(run.measurements_key, {"evaluation": run.to_dict(), "measurements": measurements})
-    lake.write_bytes(run.report_key, render_report(run, plan, rows).encode())
+    model = next((m["model"] for m in measurements if m.get("model")), None)
+    lake.write_bytes(run.report_key, render_report(run, plan, rows, model).encode())
     suite = read_suite(suite_path) if suite_path and Path(suite_path).exists() else None
     folded = fold_into_priors(lake, run, measurements, suite)
     return {
@@ -234,23 +261,40 @@ def collect_results(lake: Lake, run: EvalRun, suite_path: str | None = None) -> 
     }
 
 
-def render_report(run: EvalRun, plan: Plan, rows: list[dict]) -> str:
-    """A short Markdown report: one line per dataset, then how the plan ran."""
+def _seconds(value: float | None) -> str:
+    return "—" if value is None else f"{value:.2f}"
+
+
+def _rate(count: float | None, seconds: float | None) -> str:
+    return "—" if not count or not seconds else f"{count / seconds:.0f}"
+
+
+def render_report(run: EvalRun, plan: Plan, rows: list[dict], model: str | None = None) -> str:
+    """A short Markdown report: one line per dataset in fixed units, then how the plan ran.
+
+    Scores are percentages with one decimal and their 95% Wilson interval; times are seconds with
+    two decimals; token rates are whole tokens per second (read: prompts and scored options;
+    written: generated tokens).
+    """
     lines = [
-        f"# Evaluation of `{run.model_id}` ({plan.model})",
+        f"# Evaluation of `{run.model_id}` ({plan.model}{', ' + model if model else ''})",
         "",
         f"Suite run `{run.run}`: {len(rows)} datasets, {sum(r['n_samples'] for r in rows)} samples, "
         f"{len(plan.trials)} trials on {plan.nodes} node(s); planned makespan "
         f"{plan.expected_makespan_s:,.0f} s.",
         "",
-        "| dataset | metric | score | samples | trials | inference s | metric s |",
-        "|---|---|---|---|---|---|---|",
+        "| dataset | metric | score % | 95% interval % | samples | trials | inference s | s/sample (median) "
+        "| s/sample (max) | read tok/s | written tok/s | metric s |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
-        infer = "—" if r["infer_s"] is None else f"{r['infer_s']:.4g}"
+        low, high = r.get("score_low"), r.get("score_high")
+        interval = "—" if low is None else f"{100 * low:.1f}–{100 * high:.1f}"
         lines.append(
-            f"| {r['dataset']} | {r['metric']} | {r['score']:.4f} | {r['n_samples']} | {r['trials']} "
-            f"| {infer} | {r['metric_s']:.4g} |"
+            f"| {r['dataset']} | {r['metric']} | {100 * r['score']:.1f} | {interval} | {r['n_samples']} "
+            f"| {r['trials']} | {_seconds(r['infer_s'])} | {_seconds(r.get('sample_s_median'))} "
+            f"| {_seconds(r.get('sample_s_max'))} | {_rate(r.get('tokens_read'), r['infer_s'])} "
+            f"| {_rate(r.get('tokens_written'), r['infer_s'])} | {_seconds(r['metric_s'])} |"
         )
     lines += ["", f"Metrics: {', '.join(f'{k} → {v}' for k, v in METRIC_NAMES.items())}.", ""]
     return "\n".join(lines)

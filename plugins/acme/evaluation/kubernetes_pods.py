@@ -46,7 +46,20 @@ def _volumes() -> dict[str, Any]:
     }
 
 
+# The trial's model settings travel to its pod; the API key does not (a pod gets it from its own secret).
+FORWARDED_MODEL_SETTINGS = (
+    "ACME_EVAL_MODEL_BACKEND",
+    "ACME_EVAL_MODEL_ENDPOINT",
+    "ACME_EVAL_MODEL_NAME",
+    "ACME_EVAL_MODEL_CONTEXT",
+    "ACME_EVAL_MAX_NEW_TOKENS",
+    "ACME_EVAL_BATCH_SIZE",
+)
+
+
 def _env() -> dict[str, str]:
+    import os
+
     from acme import config
 
     return {
@@ -54,6 +67,7 @@ def _env() -> dict[str, str]:
         "ACME_EVAL_SHM_DIR": str(settings.shm_dir()),
         "ACME_EVAL_DATA_DIR": str(settings.data_dir()),
         "ACME_EVAL_GPU_LEASE_TIMEOUT_S": str(settings.gpu_lease_timeout_s()),
+        **{name: os.environ[name] for name in FORWARDED_MODEL_SETTINGS if os.environ.get(name, "").strip()},
     }
 
 

@@ -44,7 +44,7 @@ def model_id_for(location: str) -> str:
     """A stable, path-safe id for a checkpoint location: readable tail + hash of the full URL."""
     stripped = location.rstrip("/")
     parts = [p for p in re.split(r"[/\\]", stripped) if p and not p.endswith(":")]
-    parts = [re.sub(r"\.(pt|pth|bin|safetensors|ckpt)$", "", p) for p in parts]
+    parts = [re.sub(r"\.(pt|pth|bin|safetensors|ckpt|gguf)$", "", p) for p in parts]
     tail = "-".join(parts[-2:]) if parts else "model"
     tail = re.sub(r"[^A-Za-z0-9_.-]+", "-", tail).strip("-.")[:60] or "model"
     return f"{tail}-{hashlib.sha256(stripped.encode()).hexdigest()[:8]}"
@@ -171,10 +171,11 @@ def preload_model(
 
 
 def loaded_model_file(shm_dir: Path, model_id: str) -> Path:
-    """The checkpoint file a trial loads from node shared memory (the precursor must have run)."""
+    """What a trial loads from node shared memory (the precursor must have run): the checkpoint's file,
+    or its folder when it has several files (an HF checkpoint folder, shards)."""
     target = Path(shm_dir) / model_id
     manifest_path = target / MANIFEST
     if not manifest_path.exists():
         raise ModelNotPreloaded(f"{target}: model not in node shared memory; has this node's precursor run?")
     names = sorted(json.loads(manifest_path.read_text())["files"])
-    return target / names[0]
+    return target / names[0] if len(names) == 1 else target

@@ -3,8 +3,8 @@
 | kind | metric | rule |
 |---|---|---|
 | ``match`` | ``exact_match`` | normalized text equality (case, punctuation, articles, spaces folded, as SQuAD's); when the reference is a number, the last number of the answer must equal it (GSM8K style) |
-| ``ppl`` | ``accuracy`` | the option with the highest loglikelihood is the labelled one |
-| ``code_exec`` | ``pass@1`` | prompt + completion + the unit test run in the sandbox (``acme.evaluation.sandbox``) exit 0 |
+| ``ppl`` | ``accuracy`` | the option the trial chose is the labelled one (the trial chooses by loglikelihood per character of the option, lm-evaluation-harness's ``acc_norm``) |
+| ``code_exec`` | ``pass@1`` | HumanEval: prompt + completion + the unit test; MBPP: completion + its ``assert`` lines; run in the sandbox (``acme.evaluation.sandbox``), passed when it exits 0 |
 """
 
 from __future__ import annotations
@@ -49,7 +49,13 @@ def score_sample(kind: str, sample: dict[str, Any], output: dict[str, Any], time
     if kind == "ppl":
         return {"correct": output["choice"] == sample["label"]}
     if kind == "code_exec":
-        program = humaneval_program(sample["prompt"], output["answer"], sample["test"], sample["entry_point"])
+        if "test_list" in sample:  # MBPP: the completion defines the function, the asserts test it
+            setup = sample.get("test_setup_code") or ""
+            program = f"{output['answer']}\n\n{setup}\n" + "\n".join(sample["test_list"]) + "\n"
+        else:
+            program = humaneval_program(
+                sample["prompt"], output["answer"], sample["test"], sample["entry_point"]
+            )
         result = run_program(program, timeout_s=timeout_s)
         return {"correct": result.passed, "status": result.status, "network": result.network}
     raise InputError(kind, f"no metric for kind {kind!r}")

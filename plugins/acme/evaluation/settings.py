@@ -7,7 +7,7 @@ environment when called, so tests and tasks see the values of their own process.
 |---|---|---|
 | ``ACME_EVAL_BACKEND`` | ``local`` | ``local``: steps run as Python tasks on the worker (CPU); ``kubernetes``: GPU pods |
 | ``ACME_EVAL_SHM_DIR`` | ``/dev/shm/acme-models`` | where a node's precursor puts the model (node shared memory) |
-| ``ACME_EVAL_DATA_DIR`` | ``include/eval/tiny`` | evaluation datasets, ``<dataset>.jsonl`` |
+| ``ACME_EVAL_DATA_DIR`` | ``include/eval`` | evaluation datasets: ``<dataset>.jsonl`` there or in one of its sub-folders (``real/``, ``tiny/``) |
 | ``ACME_EVAL_GPUS_PER_NODE`` | ``8`` | GPUs of one evaluation node |
 | ``ACME_EVAL_CODE_TIMEOUT_S`` | ``10`` | wall-clock limit of one generated program's unit test |
 | ``ACME_EVAL_GPU_LEASE_TIMEOUT_S`` | ``21600`` | how long an inference step waits for a free GPU of its node |
@@ -16,6 +16,14 @@ environment when called, so tests and tasks see the values of their own process.
 | ``ACME_EVAL_NODE_NAMES`` | (none) | kubernetes: node names for plan nodes 0, 1, … (comma-separated) |
 | ``ACME_EVAL_IMAGE`` | the GPU pod default | kubernetes: image with this project installed (``python -m acme.evaluation.pod_main``) |
 | ``ACME_EVAL_POD_POLL_S`` | ``5`` | kubernetes: how often the operator polls a pod |
+| ``ACME_EVAL_MODEL_BACKEND`` | ``llama_cpp`` | inference runtime of a trial: ``llama_cpp`` (GGUF in-process), ``transformers`` (HF checkpoint or GGUF), ``openai`` (an OpenAI-compatible completion server) |
+| ``ACME_EVAL_MODEL_ENDPOINT`` | (none) | ``openai`` backend: base URL ending in ``/v1`` (vLLM, llama.cpp's server) |
+| ``ACME_EVAL_MODEL_NAME`` | ``default`` | ``openai`` backend: the model name the server serves |
+| ``ACME_EVAL_MODEL_API_KEY`` | (none) | ``openai`` backend: bearer token, if the server wants one |
+| ``ACME_EVAL_MODEL_CONTEXT`` | ``2048`` | ``llama_cpp``: context window in tokens (prompt + answer) |
+| ``ACME_EVAL_MODEL_THREADS`` | ``1`` | ``llama_cpp``: CPU threads for prompts and generation (more only on dedicated cores: threads spin-wait on a shared CPU) |
+| ``ACME_EVAL_MAX_NEW_TOKENS`` | ``256`` | longest generated answer of a ``match`` or ``code_exec`` sample |
+| ``ACME_EVAL_BATCH_SIZE`` | ``1`` | samples per model call (``transformers`` and servers batch; 1 measures every sample alone) |
 
 The Kubernetes namespace and connection are the GPU pod operator's (``ACME_GPU_POD_NAMESPACE``,
 ``ACME_GPU_POD_KUBERNETES_CONN_ID``).
@@ -51,10 +59,10 @@ def shm_dir() -> Path:
 
 
 def data_dir() -> Path:
-    """Folder of the evaluation datasets (``<dataset>.jsonl``)."""
+    """Folder of the evaluation datasets (``<dataset>.jsonl``, directly or one sub-folder down)."""
     from acme.config import include_dir
 
-    return Path(_env("ACME_EVAL_DATA_DIR", str(include_dir() / "eval" / "tiny")))
+    return Path(_env("ACME_EVAL_DATA_DIR", str(include_dir() / "eval")))
 
 
 def gpus_per_node() -> int:
@@ -97,3 +105,44 @@ def image() -> str | None:
 
 def pod_poll_s() -> float:
     return _positive("ACME_EVAL_POD_POLL_S", "5")
+
+
+def model_backend() -> str:
+    """The trial's inference runtime (``acme.evaluation.inference``)."""
+    from acme.evaluation.inference import BACKENDS, DEFAULT_BACKEND
+
+    value = _env("ACME_EVAL_MODEL_BACKEND", DEFAULT_BACKEND).lower().replace("-", "_")
+    if value not in BACKENDS:
+        raise ConfigError(f"ACME_EVAL_MODEL_BACKEND={value!r} must be one of {', '.join(BACKENDS)}")
+    return value
+
+
+def model_endpoint() -> str:
+    return _env("ACME_EVAL_MODEL_ENDPOINT", "")
+
+
+def model_name() -> str:
+    return _env("ACME_EVAL_MODEL_NAME", "default")
+
+
+def model_api_key() -> str:
+    return os.environ.get("ACME_EVAL_MODEL_API_KEY", "")
+
+
+def model_context_tokens() -> int:
+    return int(_positive("ACME_EVAL_MODEL_CONTEXT", "2048"))
+
+
+def max_new_tokens() -> int:
+    return int(_positive("ACME_EVAL_MAX_NEW_TOKENS", "256"))
+
+
+def batch_size() -> int:
+    return int(_positive("ACME_EVAL_BATCH_SIZE", "1"))
+
+
+def model_threads() -> int:
+    value = _positive("ACME_EVAL_MODEL_THREADS", "1")
+    if value != int(value):
+        raise ConfigError(f"ACME_EVAL_MODEL_THREADS={value!r} must be a whole number")
+    return int(value)

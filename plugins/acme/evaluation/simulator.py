@@ -667,19 +667,25 @@ def plan_eval_cli(
     simulate: bool = True,
     prior_error: float = 0.0,
     seed: int = 0,
+    priors_source: str | None = None,
 ) -> dict:
     """What ``python -m acme plan-eval`` prints: plan size, simulated makespans and speedups.
 
     Without ``simulate`` the makespan is the planner's own estimate and the baselines are not run
-    (their fields and the speedups are None); the lower bound is always computed.
+    (their fields and the speedups are None); the lower bound is always computed. With
+    ``priors_source`` (a priors.json, or ``lake`` for the lake's ``eval/priors/priors.json``) the plan
+    uses the per-sample times measured by earlier evaluations (``acme.evaluation.priors``) instead of
+    the kind defaults; the output says which datasets were planned from measurements.
     """
     suite = read_suite(suite_csv)
     hardware = Hardware(gpus_per_node=gpus_per_node)
+    priors = None if priors_source is None else measured_priors(priors_source, hardware)
     result = compare(
         suite,
         nodes,
         model_size,
         hardware=hardware,
+        priors=priors,
         prior_error=prior_error,
         seed=seed,
         simulate_runs=simulate,
@@ -698,5 +704,37 @@ def plan_eval_cli(
         "lower_bound_s": round(result.bound.value_s, 1),
         "speedup_vs_naive": None if naive is None else round(naive / makespan, 3),
         "speedup_vs_opencompass": None if opencompass is None else round(opencompass / makespan, 3),
+        "priors": "kind and suite defaults"
+        if priors is None
+        else {
+            "source": priors_source,
+            "measured": sorted(d.name for d in suite.datasets if d.name in priors.learned),
+            "not_measured": sorted(d.name for d in suite.datasets if d.name not in priors.learned),
+        },
         "warnings": warnings,
     }
+
+
+def measured_priors(source: str, hardware: Hardware) -> RuntimePriors:
+    """Priors learned by earlier evaluations: a priors.json file, or ``lake`` (``ACME_LAKE_URI``)."""
+    from dataclasses import replace as replaced
+
+    from acme.errors import InputError
+    from acme.evaluation.layout import PRIORS_KEY
+
+    if source == "lake":
+        from acme.lake import open_lake
+
+        lake = open_lake()
+        data = lake.read_json(PRIORS_KEY)
+        if data is None:
+            raise InputError(lake.url(PRIORS_KEY), "no measured priors yet: run an evaluation first")
+        priors = RuntimePriors.from_dict(data, source=lake.url(PRIORS_KEY))
+    else:
+        try:
+            text = Path(source).read_text()
+        except OSError as exc:
+            raise InputError(source, f"cannot read the priors ({exc.strerror or exc})") from None
+        priors = RuntimePriors.from_json(text, source=source)
+    # The deployment's hardware, with the shared-memory load throughput that was measured.
+    return replaced(priors, hardware=replaced(hardware, shm_read_gbytes_s=priors.hardware.shm_read_gbytes_s))

@@ -9,8 +9,13 @@ A suite is a CSV file, one row per dataset::
   ``match`` (exact match, regex or ROUGE on generated text: cheap CPU), ``code_exec`` (generated
   programs run against unit tests: HumanEval, MBPP; heavy CPU), ``judge`` (a judge model grades
   each answer: slow, I/O bound), ``ppl`` (loglikelihood of each answer option: the GPU does the
-  scoring, the metric is an argmax). Common aliases are accepted (``gen``, ``code``, ``llm_judge``,
-  ``loglikelihood``…).
+  scoring, the metric is an argmax). Common aliases are accepted (``code``, ``code_execution``,
+  ``llm_judge``, ``loglikelihood``…) and so are OpenCompass's own words: ``gen`` is ``code_exec``
+  for a code dataset (HumanEval, MBPP, DS-1000…) and ``match`` otherwise; ``ppl``, ``ll`` and
+  ``clp`` are ``ppl``. A blank kind is inferred from an OpenCompass config name
+  (``gsm8k_gen_1d7fe4``, ``hellaswag_ppl``, ``winogrande_ll``, ``alignbench_llmjudge``) and the
+  suite's warnings say so. A kind that is neither known nor inferable refuses the file with the
+  list of valid kinds: a kind is never changed silently (it decides where the metric time goes).
 - ``gpu_s_per_sample`` / ``cpu_s_per_sample`` (optional): runtime priors for this dataset, GPU
   seconds of inference per sample for the 7B reference model and CPU seconds of metric per sample;
   blank means "use the prior of the metric kind" (``acme.evaluation.priors``).
@@ -23,7 +28,8 @@ owner wrote, so imperfect rows are repaired or dropped with a warning instead of
 | row problem | handling |
 |---|---|
 | ``n_samples`` blank / ``?`` / ``unknown`` / not a number | ``DEFAULT_N_SAMPLES`` (1000), warning |
-| ``metric_kind`` blank or unknown | ``DEFAULT_METRIC_KIND`` (``match``), warning |
+| ``metric_kind`` blank | inferred from an OpenCompass config name, warning; not inferable: ``InputError`` listing the valid kinds |
+| ``metric_kind`` unknown | ``InputError`` naming the file, line and kind, listing the valid kinds |
 | ``dataset`` blank | row dropped, warning |
 | ``n_samples`` zero or negative | row dropped, warning (nothing, or nonsense, to evaluate) |
 | ``dataset`` repeated | later row dropped, warning |
@@ -39,6 +45,7 @@ from __future__ import annotations
 
 import csv
 import math
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -46,15 +53,17 @@ from pathlib import Path
 from acme.errors import InputError
 
 METRIC_KINDS = ("match", "code_exec", "judge", "ppl")
-DEFAULT_METRIC_KIND = "match"
 DEFAULT_N_SAMPLES = 1000
-REQUIRED_COLUMNS = ("dataset", "n_samples", "metric_kind")
-OPTIONAL_COLUMNS = ("gpu_s_per_sample", "cpu_s_per_sample", "n_choices")
+REQUIRED_COLUMNS = ("dataset", "n_samples")
+OPTIONAL_COLUMNS = ("metric_kind", "gpu_s_per_sample", "cpu_s_per_sample", "n_choices")
 
+# "gen" (generation) is resolved with the dataset's name: code datasets are scored by execution.
+GENERATION = "gen"
 _KIND_ALIASES = {
     "match": "match",
-    "gen": "match",
-    "generation": "match",
+    "gen": GENERATION,
+    "generation": GENERATION,
+    "generate": GENERATION,
     "exact_match": "match",
     "em": "match",
     "regex": "match",
@@ -62,15 +71,24 @@ _KIND_ALIASES = {
     "code_exec": "code_exec",
     "code": "code_exec",
     "exec": "code_exec",
+    "execution": "code_exec",
+    "code_execution": "code_exec",
+    "code_eval": "code_exec",
+    "unit_test": "code_exec",
     "pass@k": "code_exec",
     "pass@1": "code_exec",
     "judge": "judge",
     "llm_judge": "judge",
     "model_judge": "judge",
     "gpt4_judge": "judge",
+    "llmjudge": "judge",
+    "subjective": "judge",
     "ppl": "ppl",
+    "perplexity": "ppl",
     "loglikelihood": "ppl",
+    "log_likelihood": "ppl",
     "ll": "ppl",
+    "clp": "ppl",
     "mc": "ppl",
     "multiple_choice": "ppl",
 }
@@ -114,11 +132,49 @@ class Suite:
         return sum(d.n_samples for d in self.datasets)
 
 
-def normalize_metric_kind(text: str | None) -> str | None:
-    """The canonical metric kind for ``text`` (case and aliases folded), or None if unknown."""
+# OpenCompass config names: <dataset>_<mode>[_<6 hex of the prompt hash>] (gsm8k_gen_1d7fe4).
+_CONFIG_NAME = re.compile(r"^(?P<base>.+?)_(?P<mode>gen|ppl|ll|clp|llmjudge|judge)(?:_[0-9a-f]{6})?$", re.I)
+# Datasets OpenCompass scores by running the generated code.
+CODE_DATASETS = (
+    "humaneval", "humanevalx", "humaneval_plus", "humaneval_cn", "mbpp", "mbpp_plus", "sanitized_mbpp",
+    "mbpp_cn", "ds1000", "apps", "taco", "livecodebench", "lcbench", "codecontests", "multipl_e", "bigcodebench",
+)  # fmt: skip
+
+
+def normalize_metric_kind(text: str | None, dataset: str = "") -> str | None:
+    """The canonical metric kind for ``text`` (case, spelling and aliases folded), or None if unknown.
+
+    ``gen`` needs the dataset: code datasets are ``code_exec``, the others ``match``.
+    """
     if text is None:
         return None
-    return _KIND_ALIASES.get(text.strip().lower().replace("-", "_").replace(" ", "_"))
+    kind = _KIND_ALIASES.get(text.strip().lower().replace("-", "_").replace(" ", "_"))
+    if kind == GENERATION:
+        return "code_exec" if is_code_dataset(dataset) else "match"
+    return kind
+
+
+def is_code_dataset(name: str) -> bool:
+    """True for a dataset OpenCompass scores by execution (HumanEval, MBPP…), by base name."""
+    match = _CONFIG_NAME.match(name.strip())
+    base = (match.group("base") if match else name).strip().lower().replace("-", "_")
+    return any(base == code or base.startswith(code + "_") for code in CODE_DATASETS)
+
+
+def infer_metric_kind(dataset: str) -> str | None:
+    """The kind an OpenCompass config name states (``mmlu_ppl`` → ``ppl``), or None."""
+    match = _CONFIG_NAME.match(dataset.strip())
+    return normalize_metric_kind(match.group("mode"), dataset) if match else None
+
+
+def _kind_refusal(where: str, name: str, what: str) -> InputError:
+    source, _, line = where.rpartition(":")
+    return InputError(
+        source,
+        f"{name}: {what}; valid kinds: {', '.join(METRIC_KINDS)} (or OpenCompass's gen, ppl, ll, "
+        "code_execution, llm_judge…; a blank kind is inferred from a name like gsm8k_gen or mmlu_ppl)",
+        line=int(line) if line.isdigit() else None,
+    )
 
 
 def read_suite(path: str | Path) -> Suite:
@@ -191,11 +247,22 @@ def parse_suite(text: str, source: str = "<memory>") -> Suite:
         if n_samples is None:
             continue
         raw_kind = value("metric_kind")
-        kind = normalize_metric_kind(raw_kind)
-        if kind is None:
-            what = "no metric_kind" if not raw_kind else f"unknown metric_kind {raw_kind!r}"
-            warnings.append(f"{where}: {name}: {what}; using {DEFAULT_METRIC_KIND!r}")
-            kind = DEFAULT_METRIC_KIND
+        if raw_kind:
+            kind = normalize_metric_kind(raw_kind, name)
+            if kind is None:
+                raise _kind_refusal(where, name, f"unknown metric_kind {raw_kind!r}")
+            stated = infer_metric_kind(name)
+            if stated is not None and stated != kind:
+                warnings.append(
+                    f"{where}: {name}: metric_kind {raw_kind!r} ({kind}) kept; the name says {stated}"
+                )
+        else:
+            kind = infer_metric_kind(name)
+            if kind is None:
+                raise _kind_refusal(
+                    where, name, "no metric_kind, and the name states none (like _gen or _ppl)"
+                )
+            warnings.append(f"{where}: {name}: no metric_kind; inferred {kind!r} from the name")
         gpu = _parse_optional_number(value("gpu_s_per_sample"), "gpu_s_per_sample", where, name, warnings)
         cpu = _parse_optional_number(value("cpu_s_per_sample"), "cpu_s_per_sample", where, name, warnings)
         choices = _parse_optional_number(value("n_choices"), "n_choices", where, name, warnings)

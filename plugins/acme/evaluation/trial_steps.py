@@ -2,9 +2,11 @@
 
 Inference (``run_inference``), in the order that implements **warm start** (see
 ``include/eval/ASSUMPTIONS.md``): the trial's process first does everything that needs no GPU —
-imports, reading its samples, building prompts (the simulator's ``setup_s``) — and only then takes
-a GPU lease of its node, loads the model from node shared memory, infers its slices, publishes its
-outputs and releases the lease. The GPU pool admits two inference tasks per GPU slot, so while one
+imports, reading its samples (the simulator's ``setup_s``) — and only then takes a GPU lease of
+its node, loads the real model from node shared memory through the configured backend
+(``acme.evaluation.inference``: llama.cpp, HF transformers, or an OpenAI-compatible server),
+infers its slices, publishes its outputs (one line per sample, with its seconds and tokens) and
+releases the lease. The GPU pool admits two inference tasks per GPU slot, so while one
 trial holds a GPU the next one of that node is already set up and waits only for the lease: the
 GPU is held for load + inference, as the simulator's warm-started trials are.
 
@@ -27,14 +29,15 @@ import fcntl
 import gc
 import json
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 from acme.errors import InputError
-from acme.evaluation.datasets import prompts_for, read_samples, sample_id
+from acme.evaluation.datasets import choice_requests, generation_prompt, read_samples, sample_id, stop_strings
+from acme.evaluation.inference import EvalModel, load_eval_model
 from acme.evaluation.layout import EvalRun
-from acme.evaluation.planner import Plan, Trial
+from acme.evaluation.planner import DatasetSlice, Plan, Trial
 from acme.evaluation.precursor import loaded_model_file
 from acme.lake import Lake
 
@@ -93,6 +96,70 @@ def _free_accelerator() -> None:
         torch.cuda.empty_cache()
 
 
+ModelLoader = Callable[[Path | None], EvalModel]
+
+
+def _configured_model(checkpoint: Path | None) -> EvalModel:
+    return load_eval_model(checkpoint)
+
+
+def infer_slice(
+    model: EvalModel, piece: DatasetSlice, samples: list[dict], batch_size: int, max_tokens: int
+) -> list[dict[str, Any]]:
+    """One output record per sample of ``piece``, with its measured seconds and tokens.
+
+    ``ppl`` samples are scored option by option (``loglikelihood``); the chosen option is the one
+    with the highest log-probability per character (``acc_norm``), the raw argmax is kept too.
+    """
+    records = []
+    for first in range(0, len(samples), batch_size):
+        chunk = samples[first : first + batch_size]
+        before = (model.counter.prompt_tokens, model.counter.completion_tokens)
+        started = time.perf_counter()
+        if piece.metric_kind == "ppl":
+            requests = [choice_requests(sample) for sample in chunk]
+            flat = model.loglikelihood([r for rs in requests for r in rs])
+            answers: list[dict[str, Any]] = []
+            for rs in requests:
+                scores, flat = flat[: len(rs)], flat[len(rs) :]
+                per_char = [score / max(1, len(cont)) for score, (_, cont) in zip(scores, rs, strict=True)]
+                answers.append(
+                    {
+                        "scores": scores,
+                        "choice": max(range(len(scores)), key=per_char.__getitem__),
+                        "choice_raw": max(range(len(scores)), key=scores.__getitem__),
+                    }
+                )
+        else:
+            kind = piece.metric_kind
+            if batch_size == 1:
+                generations = [
+                    model.generate([generation_prompt(s, kind)], max_tokens, stop_strings(s, kind))[0]
+                    for s in chunk
+                ]
+            else:  # one dataset has one layout, so the chunk shares its stop strings
+                prompts = [generation_prompt(s, kind) for s in chunk]
+                generations = model.generate(prompts, max_tokens, stop_strings(chunk[0], kind))
+            answers = [{"answer": g.text, "completion_tokens": g.completion_tokens} for g in generations]
+        seconds = (time.perf_counter() - started) / len(chunk)
+        read = (model.counter.prompt_tokens - before[0]) / len(chunk)
+        written = (model.counter.completion_tokens - before[1]) / len(chunk)
+        for offset, (sample, answer) in enumerate(zip(chunk, answers, strict=True)):
+            records.append(
+                {
+                    "dataset": piece.dataset,
+                    "index": piece.start + first + offset,
+                    "id": sample_id(sample),
+                    "kind": piece.metric_kind,
+                    "seconds": round(seconds, 6),
+                    "tokens_read": round(read, 1),
+                    "tokens_written": answer.pop("completion_tokens", round(written, 1)),
+                    **answer,
+                }
+            )
+    return records
+
+
 def run_inference(
     lake: Lake,
     run: EvalRun,
@@ -100,23 +167,32 @@ def run_inference(
     shm_dir: Path,
     data_dir: Path,
     lease_timeout_s: float = 21600.0,
+    load_model: ModelLoader | None = None,
 ) -> dict[str, Any]:
-    """Infer one trial's slices with the model in node shared memory; outputs to the lake."""
+    """Infer one trial's slices with the model in node shared memory; outputs to the lake.
+
+    ``load_model`` turns the checkpoint file in shared memory into a model (default: the
+    configured backend, ``acme.evaluation.inference``; the ``openai`` backend gets None and talks to
+    its server).
+    """
+    from acme.evaluation import settings
+
     outputs_key = run.outputs_key(trial_id)
     if lake.exists(outputs_key):
         return {"trial_id": trial_id, "skipped": True, "outputs": lake.url(outputs_key)}
     started = time.perf_counter()
     plan = load_plan(lake, run)
     trial = find_trial(plan, trial_id)
-    # Set-up that needs no GPU (warm start): framework import, samples, prompts.
+    load_model = load_model or _configured_model
+    remote = load_model is _configured_model and settings.model_backend() == "openai"
+    batch_size, max_tokens = settings.batch_size(), settings.max_new_tokens()
+    # Set-up that needs no GPU (warm start): framework import, samples.
     import torch  # noqa: F401 - the framework's start-up belongs to the set-up, before the lease
 
-    from acme.evaluation.tiny_model import TinyLookupModel
-
-    work = []
-    for piece in trial.slices:
-        samples = read_samples(data_dir, piece.dataset, piece.metric_kind, piece.start, piece.stop)
-        work.append((piece, [(sample_id(s), prompts_for(s, piece.metric_kind)) for s in samples]))
+    work = [
+        (piece, read_samples(data_dir, piece.dataset, piece.metric_kind, piece.start, piece.stop))
+        for piece in trial.slices
+    ]
     setup_s = time.perf_counter() - started
 
     slots = plan.gpus_per_node // plan.gpus_per_trial
@@ -125,43 +201,56 @@ def run_inference(
     with gpu_lease(shm_dir, trial.node, slots, preferred, lease_timeout_s) as slot:
         lease_wait_s = time.perf_counter() - waited
         loading = time.perf_counter()
-        model = TinyLookupModel.load(loaded_model_file(shm_dir, run.model_id))
+        checkpoint = None if remote else loaded_model_file(shm_dir, run.model_id)
+        model = load_model(checkpoint)
         load_s = time.perf_counter() - loading
         lines, slice_times = [], []
-        for piece, prompts in work:
-            inferring = time.perf_counter()
-            for index, (sid, texts) in enumerate(prompts, start=piece.start):
-                record = {"dataset": piece.dataset, "index": index, "id": sid, "kind": piece.metric_kind}
-                if piece.metric_kind == "ppl":
-                    scores = [model.loglikelihood(text) for text in texts]
-                    record.update(scores=scores, choice=max(range(len(scores)), key=scores.__getitem__))
-                else:
-                    record["answer"] = model.generate(texts[0])
-                lines.append(json.dumps(record, sort_keys=True))
-            slice_times.append(
-                {
-                    "dataset": piece.dataset,
-                    "start": piece.start,
-                    "stop": piece.stop,
-                    "n_samples": piece.n_samples,
-                    "infer_s": time.perf_counter() - inferring,
-                }
-            )
-        del model
-        _free_accelerator()
+        try:
+            for piece, samples in work:
+                inferring = time.perf_counter()
+                tokens_before = (model.counter.prompt_tokens, model.counter.completion_tokens)
+                records = infer_slice(model, piece, samples, batch_size, max_tokens)
+                lines.extend(json.dumps(r, sort_keys=True) for r in records)
+                slice_times.append(
+                    {
+                        "dataset": piece.dataset,
+                        "start": piece.start,
+                        "stop": piece.stop,
+                        "n_samples": piece.n_samples,
+                        "infer_s": time.perf_counter() - inferring,
+                        "sample_s": [r["seconds"] for r in records],
+                        "tokens_read": model.counter.prompt_tokens - tokens_before[0],
+                        "tokens_written": model.counter.completion_tokens - tokens_before[1],
+                    }
+                )
+        finally:
+            model.close()
+            description = model.description
+            del model
+            _free_accelerator()
     timings = {
         "trial_id": trial_id,
         "node": trial.node,
         "slot": slot,
+        "model": description,
         "setup_s": setup_s,
         "lease_wait_s": lease_wait_s,
         "load_s": load_s,
-        "model_bytes": loaded_model_file(shm_dir, run.model_id).stat().st_size,
+        "model_bytes": _size(checkpoint),
         "slices": slice_times,
     }
     lake.write_json(run.timings_key(trial_id), timings)
     url = lake.write_bytes(outputs_key, ("\n".join(lines) + "\n").encode())
     return {"trial_id": trial_id, "skipped": False, "outputs": url, "samples": len(lines), "node": trial.node}
+
+
+def _size(checkpoint: Path | None) -> int:
+    """Bytes of the loaded checkpoint (a file, or a folder's files); 0 when a server holds the model."""
+    if checkpoint is None:
+        return 0
+    if checkpoint.is_file():
+        return checkpoint.stat().st_size
+    return sum(p.stat().st_size for p in checkpoint.rglob("*") if p.is_file() and p.name != "_manifest.json")
 
 
 def run_metric(lake: Lake, run: EvalRun, trial_id: str, data_dir: Path, code_timeout_s: float = 10.0) -> dict:

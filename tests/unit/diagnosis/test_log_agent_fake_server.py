@@ -84,7 +84,7 @@ def test_majority_regex_is_accepted_and_works_in_the_compressor_fake_server(fake
     requests = fake_llm.chat_requests
     assert len(requests) == 3
     assert all(
-        r.json["temperature"] > 0 and r.json["response_format"] == {"type": "json_object"} for r in requests
+        r.json["temperature"] > 0 and r.json["response_format"]["type"] == "json_schema" for r in requests
     )
     assert all(
         re.search(r"<<<BEGIN LINES ([0-9a-f]{24})>>>.*<<<END LINES \1>>>", r.text, re.DOTALL)

@@ -162,3 +162,33 @@ def test_bad_plans_and_configs_are_rejected():
         PlannerConfig(max_trial_fraction=0.0)
     with pytest.raises(ConfigError, match="nodes must be at least 1"):
         build_plan(load_default_suite(), nodes=0)
+
+
+def test_plan_eval_plans_from_measured_priors_and_says_which(tmp_path):
+    """plan-eval --priors: datasets with measured per-sample times are planned from them."""
+    from acme.evaluation.priors import Measurement, RuntimePriors
+    from acme.evaluation.simulator import plan_eval_cli
+
+    suite = tmp_path / "s.csv"
+    suite.write_text("dataset,n_samples,metric_kind\ngsm8k_gen,30,\narc_ppl,19,\n")
+    priors = RuntimePriors()
+    # gsm8k measured 100x slower than its suite default on a 135M model: the plan must grow with it.
+    priors.update([Measurement("gsm8k_gen", 30, infer_s=30 * 2.0, model_size="135M", gpus=1)])
+    path = tmp_path / "priors.json"
+    path.write_text(priors.to_json())
+    default = plan_eval_cli(suite, 1, 1, "135M", simulate=False)
+    measured = plan_eval_cli(suite, 1, 1, "135M", simulate=False, priors_source=str(path))
+    assert measured["priors"] == {"source": str(path), "measured": ["gsm8k_gen"], "not_measured": ["arc_ppl"]}
+    assert default["priors"] == "kind and suite defaults"
+    assert measured["makespan_s"] > default["makespan_s"] + 50  # 30 samples x 2 s were measured
+    assert measured["lower_bound_s"] <= measured["makespan_s"]
+
+
+def test_plan_eval_refuses_a_missing_priors_file(tmp_path):
+    from acme.errors import InputError
+    from acme.evaluation.simulator import plan_eval_cli
+
+    suite = tmp_path / "s.csv"
+    suite.write_text("dataset,n_samples,metric_kind\nx,3,match\n")
+    with pytest.raises(InputError, match="cannot read the priors"):
+        plan_eval_cli(suite, 1, 1, "7B", simulate=False, priors_source=str(tmp_path / "nope.json"))

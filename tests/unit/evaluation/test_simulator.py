@@ -233,6 +233,7 @@ def test_plan_eval_cli_returns_exactly_the_promised_keys(tmp_path):
         "lower_bound_s",
         "speedup_vs_naive",
         "speedup_vs_opencompass",
+        "priors",
         "warnings",
     ]
     assert result["speedup_vs_naive"] == pytest.approx(

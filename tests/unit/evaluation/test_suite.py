@@ -6,7 +6,6 @@ import pytest
 
 from acme.errors import InputError
 from acme.evaluation.suite import (
-    DEFAULT_METRIC_KIND,
     DEFAULT_N_SAMPLES,
     load_default_suite,
     normalize_metric_kind,
@@ -41,21 +40,73 @@ def test_optional_columns_are_read():
     assert suite.warnings == []
 
 
-def test_unknown_size_and_kind_get_stated_defaults_with_warnings():
-    text = "dataset,n_samples,metric_kind\na,,match\nb,?,code\nc,12,\nd,7,weird\ne,abc,judge\n"
+def test_unknown_size_gets_the_stated_default_and_blank_kinds_are_inferred_aloud():
+    text = "dataset,n_samples,metric_kind\na,,match\nb,?,code\nc_gen_1d7fe4,12,\nd_ppl,7,\ne,abc,judge\n"
     suite = parse_suite(text, source="s.csv")
     by_name = suite.by_name()
     assert by_name["a"].n_samples == DEFAULT_N_SAMPLES
     assert by_name["b"].n_samples == DEFAULT_N_SAMPLES and by_name["b"].metric_kind == "code_exec"
-    assert by_name["c"].metric_kind == DEFAULT_METRIC_KIND
-    assert by_name["d"].metric_kind == DEFAULT_METRIC_KIND
+    assert by_name["c_gen_1d7fe4"].metric_kind == "match"
+    assert by_name["d_ppl"].metric_kind == "ppl"
     assert by_name["e"].n_samples == DEFAULT_N_SAMPLES and by_name["e"].metric_kind == "judge"
     joined = "\n".join(suite.warnings)
     assert "s.csv:2: a: size unknown; assuming 1000 samples" in joined
-    assert "s.csv:4: c: no metric_kind; using 'match'" in joined
-    assert "s.csv:5: d: unknown metric_kind 'weird'" in joined
+    assert "s.csv:4: c_gen_1d7fe4: no metric_kind; inferred 'match' from the name" in joined
+    assert "s.csv:5: d_ppl: no metric_kind; inferred 'ppl' from the name" in joined
     assert "s.csv:6: e: n_samples 'abc' is not a number" in joined
     assert len(suite.warnings) == 5
+
+
+@pytest.mark.parametrize(
+    ("row", "problem"),
+    [
+        ("d,7,weird", "s.csv:2: d: unknown metric_kind 'weird'; valid kinds: match, code_exec, judge, ppl"),
+        ("c,12,", "s.csv:2: c: no metric_kind, and the name states none (like _gen or _ppl); valid kinds"),
+    ],
+)
+def test_a_kind_that_is_neither_known_nor_inferable_refuses_the_file_with_the_valid_kinds(row, problem):
+    with pytest.raises(InputError) as refused:
+        parse_suite(f"dataset,n_samples,metric_kind\n{row}\n", source="s.csv")
+    assert str(refused.value).startswith(problem)
+
+
+def test_opencompass_names_and_kinds_are_understood():
+    """OpenCompass's config names and kind words; issue 14 item 6 (code_execution was turned into match)."""
+    text = (
+        "dataset,n_samples,metric_kind\n"
+        "humaneval_gen_8e312c,164,\n"  # _gen of a code dataset: executed
+        "sanitized_mbpp_gen_742f0c,257,\n"
+        "gsm8k_gen_1d7fe4,1319,\n"
+        "mmlu_ppl_ac766d,14042,\n"
+        "winogrande_ll_c5cf57,1267,\n"
+        "alignbench_llmjudge,683,\n"
+        "apps,5000,code_execution\n"
+        "lcb,400,gen\n"
+        "mbpp_x,10,generation\n"
+    )
+    kinds = {d.name: d.metric_kind for d in parse_suite(text, source="oc.csv").datasets}
+    assert kinds == {
+        "humaneval_gen_8e312c": "code_exec",
+        "sanitized_mbpp_gen_742f0c": "code_exec",
+        "gsm8k_gen_1d7fe4": "match",
+        "mmlu_ppl_ac766d": "ppl",
+        "winogrande_ll_c5cf57": "ppl",
+        "alignbench_llmjudge": "judge",
+        "apps": "code_exec",
+        "lcb": "match",
+        "mbpp_x": "code_exec",
+    }
+
+
+def test_an_explicit_kind_is_kept_and_a_contradicting_name_is_said():
+    suite = parse_suite("dataset,n_samples,metric_kind\nmmlu_ppl,10,gen\n", source="k.csv")
+    assert suite.datasets[0].metric_kind == "match"
+    assert suite.warnings == ["k.csv:2: mmlu_ppl: metric_kind 'gen' (match) kept; the name says ppl"]
+
+
+def test_a_suite_without_a_kind_column_infers_every_kind():
+    suite = parse_suite("dataset,n_samples\nhellaswag_ppl,10042\nhumaneval_gen,164\n", source="n.csv")
+    assert [d.metric_kind for d in suite.datasets] == ["ppl", "code_exec"]
 
 
 def test_bad_rows_are_dropped_or_repaired_with_warnings():
@@ -88,6 +139,8 @@ def test_bad_rows_are_dropped_or_repaired_with_warnings():
 
 def test_kind_aliases_fold_case_and_spelling():
     assert normalize_metric_kind("GEN") == "match"
+    assert normalize_metric_kind("gen", "humaneval") == "code_exec"
+    assert normalize_metric_kind("Code-Execution") == "code_exec"
     assert normalize_metric_kind("Pass@1") == "code_exec"
     assert normalize_metric_kind("LLM-Judge") == "judge"
     assert normalize_metric_kind("loglikelihood") == "ppl"

@@ -1,7 +1,9 @@
 """The real trial steps on CPU: precursor copy to shared memory, inference, metrics, results, priors.
 
-Expected answers and scores are read off the tiny data (include/eval/tiny/SOURCES.md): the tiny
-model is right on 5/6 GSM8K items, 24/32 multiple-choice items, 2/4 HumanEval tasks.
+The model here is the lookup-table fake (``tests/fakes/lookup_model.py``), so the bookkeeping can
+be checked against known answers in milliseconds: it is right on 5/6 GSM8K items, 24/32
+multiple-choice items, 2/4 HumanEval tasks (include/eval/tiny/SOURCES.md). The same steps with the
+real model: ``test_real_model_trial.py``.
 """
 
 from __future__ import annotations
@@ -26,13 +28,19 @@ from acme.evaluation.layout import PRIORS_KEY, EvalRun
 from acme.evaluation.precursor import ModelNotPreloaded, model_id_for, preload_model
 from acme.evaluation.priors import Hardware
 from acme.evaluation.suite import read_suite
-from acme.evaluation.tiny_model import build_tiny_checkpoint
-from acme.evaluation.trial_steps import GpuLeaseTimeout, gpu_lease, run_inference, run_metric
+from acme.evaluation.trial_steps import GpuLeaseTimeout, gpu_lease, run_metric
+from acme.evaluation.trial_steps import run_inference as run_real_inference
 from acme.lake import Lake
+from tests.fakes.lookup_model import TinyLookupModel, build_tiny_checkpoint
 
 ROOT = Path(__file__).resolve().parents[3]
 TINY = ROOT / "include" / "eval" / "tiny"
 TINY_SUITE = ROOT / "include" / "eval" / "tiny_suite.csv"
+
+
+def run_inference(*args, **kwargs):
+    """The trial's inference step with the lookup-table model in place of the configured backend."""
+    return run_real_inference(*args, load_model=TinyLookupModel.load, **kwargs)
 
 
 def jsonl(path: Path) -> list[dict]:
@@ -178,7 +186,7 @@ def test_every_trial_scores_what_the_tiny_data_says(env):
     summary = collect_results(env["lake"], run, str(TINY_SUITE))
     assert summary["scores"] == {"tiny_arith_mc": 0.75, "tiny_gsm8k": 0.8333, "tiny_humaneval": 0.5}
     report = Path(env["lake"].path(run.report_key)).read_text()
-    assert "| tiny_humaneval | pass@1 | 0.5000 | 4 | 1 |" in report
+    assert "| tiny_humaneval | pass@1 | 50.0 | 15.0–85.0 | 4 | 1 |" in report  # percent, Wilson 95%
     measured = env["lake"].read_json(run.measurements_key)["measurements"]
     assert {m["dataset"] for m in measured} == {"tiny_gsm8k", "tiny_arith_mc", "tiny_humaneval"}
     assert sum(m["n_samples"] for m in measured) == 42

@@ -1,15 +1,16 @@
-"""A tiny deterministic "model" for running the evaluation data path on a CPU.
+"""A lookup-table stand-in for the evaluated model (tests only; the product runs real models).
 
-What matters in a CPU test is the path a real checkpoint takes — remote storage → node shared
-memory (once) → loaded by every trial → outputs in the lake → metrics on the CPU — not the model.
-So this model is a lookup table saved as a PyTorch checkpoint (``torch.save``, read back with
+Tests of the evaluation's bookkeeping (leases, idempotence, retries, kills at every write) need
+known answers in milliseconds, not a real model's: this fake implements the trial's model
+interface (``acme.evaluation.inference.EvalModel``) from a lookup table saved as a PyTorch checkpoint (``torch.save``, read back with
 ``weights_only=True``): it maps the SHA-256 of a prompt to a generation (``match``, ``code_exec``)
 or to a loglikelihood score (``ppl``: the option it believes gets 0, the others −10). A ``filler``
 tensor stands in for weights so the copy and the load move real bytes. Prompts it does not know get
 an empty answer (or −10 for every option), as a model that has not learned them would.
 
 ``build_tiny_checkpoint`` makes one from ``include/eval/tiny/tiny_model_answers.jsonl``, whose
-answers are partly wrong on purpose (``include/eval/tiny/SOURCES.md`` says which).
+answers are partly wrong on purpose (``include/eval/tiny/SOURCES.md`` says which). Pass
+``TinyLookupModel.load`` as ``run_inference(load_model=...)``.
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from acme.errors import InputError
-from acme.evaluation.datasets import prompts_for, read_samples, sample_id
+from acme.evaluation.datasets import choice_requests, generation_prompt, read_samples, sample_id
+from acme.evaluation.inference import Generation, TokenCounter
 
 CHECKPOINT_FORMAT = "acme.evaluation.tiny-lookup-model/1"
 UNKNOWN_SCORE = -10.0
@@ -57,12 +59,13 @@ def build_tiny_checkpoint(
             answer = wanted.get((dataset, sample_id(sample)))
             if answer is None:
                 continue
-            prompts = prompts_for(sample, kind)
             if kind == "ppl":
-                for index, prompt in enumerate(prompts):
-                    scores[prompt_key(prompt)] = 0.0 if index == int(answer) else UNKNOWN_SCORE
+                for index, (context, continuation) in enumerate(choice_requests(sample)):
+                    scores[prompt_key(context + continuation)] = (
+                        0.0 if index == int(answer) else UNKNOWN_SCORE
+                    )
             else:
-                generations[prompt_key(prompts[0])] = str(answer)
+                generations[prompt_key(generation_prompt(sample, kind))] = str(answer)
     generator = torch.Generator().manual_seed(0)
     checkpoint = {
         "format": CHECKPOINT_FORMAT,
@@ -87,7 +90,11 @@ def _count(data_dir: Path, dataset: str) -> int:
 class TinyLookupModel:
     """The loaded checkpoint: ``generate`` for generation datasets, ``loglikelihood`` for options."""
 
+    backend = "lookup"
+
     def __init__(self, checkpoint: dict[str, Any], source: str):
+        self.description = f"lookup table {Path(source).name}"
+        self.counter = TokenCounter()
         if checkpoint.get("format") != CHECKPOINT_FORMAT:
             raise InputError(source, f"not a {CHECKPOINT_FORMAT} checkpoint")
         self.generations: dict[str, str] = checkpoint["generations"]
@@ -104,27 +111,33 @@ class TinyLookupModel:
             raise InputError(str(path), f"cannot load the checkpoint ({exc})") from None
         return cls(checkpoint, str(path))
 
-    def generate(self, prompt: str) -> str:
-        return self.generations.get(prompt_key(prompt), "")
+    def generate(self, prompts, max_tokens: int, stop) -> list[Generation]:
+        answers = [self.generations.get(prompt_key(prompt), "") for prompt in prompts]
+        self.counter.add(len(prompts), len(answers), 0.0)
+        return [Generation(answer, 1, len(answer.split())) for answer in answers]
 
-    def loglikelihood(self, prompt: str) -> float:
-        return float(self.scores.get(prompt_key(prompt), UNKNOWN_SCORE))
+    def loglikelihood(self, requests) -> list[float]:
+        self.counter.add(len(requests), 0, 0.0)
+        return [float(self.scores.get(prompt_key(c + x), UNKNOWN_SCORE)) for c, x in requests]
+
+    def close(self) -> None:
+        return None
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m acme.evaluation.tiny_model OUT.pt``: a checkpoint for the bundled tiny suite (demo runs)."""
+    """``python -m tests.fakes.lookup_model OUT.pt``: a checkpoint for the bundled tiny suite."""
     import argparse
 
     from acme.evaluation import settings
     from acme.evaluation.evaluation_run import resolve_suite_path
     from acme.evaluation.suite import read_suite
 
-    parser = argparse.ArgumentParser(prog="python -m acme.evaluation.tiny_model", description=main.__doc__)
+    parser = argparse.ArgumentParser(prog="python -m tests.fakes.lookup_model", description=main.__doc__)
     parser.add_argument("output", type=Path)
     args = parser.parse_args(argv)
     suite = read_suite(resolve_suite_path("tiny"))
     path = build_tiny_checkpoint(
-        args.output, settings.data_dir(), {d.name: d.metric_kind for d in suite.datasets}
+        args.output, settings.data_dir() / "tiny", {d.name: d.metric_kind for d in suite.datasets}
     )
     print(json.dumps({"checkpoint": str(path), "bytes": path.stat().st_size}))
     return 0

@@ -1,0 +1,100 @@
+"""Real scores next to the ones a model's card publishes, with the sampling error of our small subsets.
+
+``compare_with_published(rows, published)`` puts each dataset's score (a proportion of ``n`` items) beside
+the published figure and says whether the published figure lies inside our 95% Wilson interval: with
+tens of items the interval is wide (±15–20 points), so "agrees" means "not contradicted", and a
+published figure outside it is reported as such, never hidden. Prompts differ from the card's harness
+(lighteval; 5-shot GSM8K; our items come partly from train splits, see ``include/eval/real/SOURCES.md``),
+which the comparison states.
+
+``python -m acme.evaluation.published --lake LAKE`` prints the latest evaluation of the ``real`` suite:
+per dataset the score, its interval, the published figure, and the measured seconds per sample (median
+and max) and tokens per second -- what ``make demo`` shows after its evaluation step.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from acme.evaluation.evaluation_run import wilson_interval
+
+
+def published_path() -> Path:
+    from acme.config import include_dir
+
+    return include_dir() / "eval" / "real" / "published.json"
+
+
+def compare_with_published(rows: list[dict[str, Any]], published: dict[str, Any]) -> list[dict[str, Any]]:
+    """One line per dataset: our score and interval (percent), the published figure, agreement."""
+    figures = published.get("scores_percent", {})
+    lines = []
+    for row in rows:
+        low, high = wilson_interval(int(row["correct"]), int(row["n_samples"]))
+        entry = figures.get(row["dataset"])
+        value = None if entry is None else float(entry["published"])
+        lines.append(
+            {
+                "dataset": row["dataset"],
+                "score_percent": round(100 * row["correct"] / row["n_samples"], 1),
+                "interval_percent": [round(100 * low, 1), round(100 * high, 1)],
+                "n": int(row["n_samples"]),
+                "published_percent": value,
+                "verdict": "not published"
+                if value is None
+                else ("agrees" if 100 * low <= value <= 100 * high else "outside our interval"),
+            }
+        )
+    return lines
+
+
+def _latest_results(lake_root: Path, suite_stem: str) -> tuple[Path, list[dict[str, Any]]]:
+    import pyarrow.parquet as pq
+
+    found = sorted(
+        (lake_root / "eval" / "runs").glob(f"*/{suite_stem}-*/results.parquet"),
+        key=lambda p: p.stat().st_mtime,
+    )
+    if not found:
+        raise SystemExit(f"no evaluation of the {suite_stem} suite under {lake_root}/eval/runs")
+    return found[-1], pq.read_table(found[-1]).to_pylist()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m acme.evaluation.published", description=__doc__.split("\n")[0]
+    )
+    parser.add_argument("--lake", required=True, type=Path, help="local lake root")
+    parser.add_argument("--suite", default="real_suite", help="suite file stem (default: real_suite)")
+    args = parser.parse_args(argv)
+    path, rows = _latest_results(args.lake, args.suite)
+    published = json.loads(published_path().read_text())
+    by_name = {r["dataset"]: r for r in rows}
+    print(f"  model: {published['model']}; published figures: {published['source']}")
+    print(
+        f"  {'dataset':<14} {'score %':>7} {'95% interval':>13} {'card %':>7}  {'verdict':<21}"
+        f"{'s/sample med':>12} {'max':>6} {'tok/s read':>10} {'written':>8}"
+    )
+    for line in compare_with_published(rows, published):
+        row = by_name[line["dataset"]]
+        low, high = line["interval_percent"]
+        card = "—" if line["published_percent"] is None else f"{line['published_percent']:.1f}"
+        infer = row.get("infer_s") or 0.0
+        read = f"{row['tokens_read'] / infer:.0f}" if infer and row.get("tokens_read") else "—"
+        written = f"{row['tokens_written'] / infer:.0f}" if infer and row.get("tokens_written") else "—"
+        median = row.get("sample_s_median")
+        longest = row.get("sample_s_max")
+        print(
+            f"  {line['dataset']:<14} {line['score_percent']:>7.1f} {low:>6.1f}–{high:<6.1f} {card:>7}  "
+            f"{line['verdict']:<21}{'—' if median is None else f'{median:.2f}':>12} "
+            f"{'—' if longest is None else f'{longest:.2f}':>6} {read:>10} {written:>8}"
+        )
+    print(f"  results: {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

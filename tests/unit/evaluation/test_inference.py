@@ -1,0 +1,80 @@
+"""The evaluation's model interface with a real model: SmolLM2-135M-Instruct (GGUF) through its backends.
+
+The in-process llama.cpp tests take a few seconds; the cross-backend test loads the same GGUF into HF
+transformers (dequantized) and is marked ``slow_model``.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from acme.errors import ConfigError, InputError
+from acme.evaluation.inference import (
+    LlamaCppModel,
+    _continuation_start,
+    bundled_gguf,
+    cut_at_stop,
+    load_eval_model,
+)
+
+CAPITAL = "Question: What is the capital of France?\nAnswer:"
+
+
+@pytest.fixture(scope="module")
+def llama():
+    model = LlamaCppModel(bundled_gguf(), n_ctx=512)
+    yield model
+    model.close()
+
+
+def test_loglikelihood_prefers_the_true_answer_and_counts_tokens(llama):
+    paris, berlin = llama.loglikelihood([(CAPITAL, " Paris"), (CAPITAL, " Berlin")])
+    assert paris < 0 and berlin < 0
+    assert paris > berlin  # the model knows this one
+    assert llama.counter.prompt_tokens > 20 and llama.counter.calls == 2
+
+
+def test_generation_is_greedy_deterministic_and_cut_at_the_stop_string(llama):
+    first = llama.generate(["Question: What is 2 + 3?\nAnswer:"], 16, ["\n"])[0]
+    again = llama.generate(["Question: What is 2 + 3?\nAnswer:"], 16, ["\n"])[0]
+    assert first == again
+    assert "\n" not in first.text and first.completion_tokens >= 1 and first.prompt_tokens > 5
+
+
+def test_a_file_that_is_not_gguf_is_refused_with_its_path(tmp_path):
+    bogus = tmp_path / "model.gguf"
+    bogus.write_bytes(b"not a model")
+    with pytest.raises(InputError, match="model.gguf"):
+        LlamaCppModel(bogus)
+    with pytest.raises(InputError, match="no GGUF file here"):
+        LlamaCppModel(tmp_path / "missing.gguf")
+
+
+def test_backend_configuration_errors_are_clear(monkeypatch):
+    monkeypatch.setenv("ACME_EVAL_MODEL_BACKEND", "onnx")
+    with pytest.raises(ConfigError, match="ACME_EVAL_MODEL_BACKEND='onnx' must be one of"):
+        load_eval_model(bundled_gguf())
+    monkeypatch.setenv("ACME_EVAL_MODEL_BACKEND", "openai")
+    monkeypatch.delenv("ACME_EVAL_MODEL_ENDPOINT", raising=False)
+    with pytest.raises(ConfigError, match="needs ACME_EVAL_MODEL_ENDPOINT"):
+        load_eval_model(None)
+
+
+def test_stop_strings_and_token_boundaries():
+    assert cut_at_stop("42\n\nQuestion: next", ["\n\n", "\nQuestion:"]) == "42"
+    assert cut_at_stop("no stop here", ["\n"]) == "no stop here"
+    assert _continuation_start([1, 2, 3], [1, 2, 3, 4, 5]) == 3
+    assert _continuation_start([1, 2, 9], [1, 2, 7, 8]) == 2  # a token merged across the boundary
+    assert _continuation_start([], [1, 2]) == 1
+
+
+@pytest.mark.slow_model
+def test_transformers_backend_agrees_with_llama_cpp_on_the_same_gguf(llama):
+    from acme.evaluation.inference import TransformersModel
+
+    hf = TransformersModel(bundled_gguf(), batch_size=2)
+    requests = [(CAPITAL, " Paris"), (CAPITAL, " Berlin")]
+    ours, theirs = hf.loglikelihood(requests), llama.loglikelihood(requests)
+    assert ours[0] > ours[1]
+    assert ours == pytest.approx(theirs, abs=0.5)  # Q4_1 dequantized to float32 vs llama.cpp's kernels
+    hf.close()
