@@ -87,6 +87,7 @@ PARAMS = {
     max_active_runs=8,
     default_args=DEFAULT_ARGS,
     tags=[Tag.RECOVERY, Tag.TRAINING],
+    description="After an infrastructure failure, or by hand: find faulty nodes, cordon them, restart from a healthy checkpoint",
     doc_md=__doc__,
     params=PARAMS,
 )

@@ -113,7 +113,8 @@ def test_a_hang_is_detected_diagnosed_and_sent_to_recovery_as_a_dry_run(hung_job
     recovery_conf = triggered("recover_training")[f"recover__seren__{JOB_ID}"]
     assert recovery_conf["dry_run"] is True and recovery_conf["nodes"] == hung_job["nodes"]
     assert recovery_conf["reason"] == "NCCLTimeoutError"
-    assert recovery_conf["checkpoint_uri"] == str(hung_job["checkpoints"])
+    # The diagnosis leaves the checkpoint location to recover_training (ACME_CHECKPOINT_URI_PATTERN).
+    assert recovery_conf["checkpoint_uri"] == ""
 
     # ... and the recovery it triggers, as a dry run: every step planned, nothing cordoned or restarted.
     recovery = load_dag("recover_training").test(
@@ -124,6 +125,8 @@ def test_a_hang_is_detected_diagnosed_and_sent_to_recovery_as_a_dry_run(hung_job
     actions = [json.loads(line) for line in log.read_text().splitlines()]
     assert {a["dry_run"] for a in actions} == {True}
     assert actions[-1]["step"] == "restart" and actions[-1]["status"] == "planned"
+    (chosen,) = [a for a in actions if a["step"] == "choose_checkpoint"]
+    assert chosen["inputs"]["checkpoint_uri"] == str(hung_job["checkpoints"])
     assert not (lake / "recovery/simulated/cluster=seren/state.json").exists()
 
 
