@@ -451,8 +451,15 @@ def draw_ettr_progress(report: Characterization) -> Figure:
 
     progress = report.tables["ettr_progress"]
     campaigns = report.tables["ettr_campaigns"].sort_values("gpu_hours_lost", ascending=False).head(4)
-    figure = Figure(figsize=(6.0 * max(1, len(campaigns)), 3.6), layout="constrained")
-    axes = figure.subplots(1, max(1, len(campaigns)), squeeze=False)[0]
+    from acme.report.figures import FIGURE_WIDTH_IN, LEGEND_FONT
+
+    # As wide as the page like every figure of the report: two campaigns a row.
+    panels = max(1, len(campaigns))
+    columns, rows_of_panels = min(2, panels), (panels + 1) // 2
+    figure = Figure(figsize=(FIGURE_WIDTH_IN, 3.8 * rows_of_panels), layout="constrained")
+    axes = [ax for row in figure.subplots(rows_of_panels, columns, squeeze=False) for ax in row]
+    for unused in axes[panels:]:
+        unused.set_visible(False)
     for ax, campaign in zip(axes, campaigns.to_dict("records"), strict=False):
         rows = progress[progress["campaign"] == campaign["campaign"]].copy()
         rows["at"] = pd.to_datetime(rows["at"], utc=True).dt.tz_localize(None)
@@ -474,5 +481,5 @@ def draw_ettr_progress(report: Characterization) -> Figure:
     axes[0].plot([], [], color="tab:blue", label="progress kept")
     axes[0].plot([], [], color="tab:red", linestyle=":", label="progress lost (since last checkpoint)")
     axes[0].scatter([], [], marker="x", color="tab:red", label="interruption")
-    axes[0].legend(fontsize=7, loc="upper left")
+    axes[0].legend(fontsize=LEGEND_FONT, loc="upper left")
     return figure
