@@ -156,7 +156,16 @@ def diagnose_failures():
             for conf in summary["recoveries"]
         ]
 
+    @task
+    def drop_plan() -> None:
+        """Remove the run's staged plan once published (a re-run of the whole run plans again)."""
+        from acme.diagnosis.nightly import plan_key
+        from acme_airflow.lake import task_lake
+
+        task_lake().delete_prefix(plan_key(get_current_context()["run_id"]).rsplit("/", 1)[0])
+
     recoveries = publish(diagnose.expand(step=plan_jobs()))
+    recoveries >> drop_plan()
     # Mapped over the recovery requests: none (the usual night) -> the task is skipped, nothing is triggered.
     TriggerDagRunOperator.partial(
         task_id="trigger_recovery",

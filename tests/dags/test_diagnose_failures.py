@@ -89,6 +89,9 @@ def test_nightly_run_diagnoses_every_failed_job_once_and_routes_them(airflow_db,
     assert "KeyError" in message["text"] and message["to"] and message["mitigation"]
     assert len(list((lake_dir / "diagnosis/messages").rglob("*.json"))) == 1  # ECC of an Eval job: no message
 
+    assert not [
+        p for p in (lake_dir / "staging").rglob("*") if p.is_file()
+    ]  # the plan is dropped once published
     assert run_dag(day=DAY, cluster="kalos").state == "success"  # a re-run replaces, never duplicates
     again = records(lake_dir)
     assert set(again) == set(ids)

@@ -254,7 +254,7 @@ def test_rest_triggered_nightly_run_publishes_to_the_s3_lake(stack, api):
     ("conf", "complaint"),
     [
         ({"source": "parquet"}, "is not one of"),
-        ({"cluster": 5}, "is not of type 'string'"),
+        ({"cluster": "nowhere"}, "is not one of"),  # a dropdown of the configured clusters
         ({"day": "yesterday"}, "is not a 'date'"),
     ],
 )
