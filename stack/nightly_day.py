@@ -93,6 +93,14 @@ def _after(run: dict[str, Any], origin: float) -> bool:
     return datetime.fromisoformat(run["run_after"]).timestamp() >= origin - 1
 
 
+def _published(api: StackApi, run: dict[str, Any]) -> float:
+    """When the diagnosis run's publish task (the one that emits the diagnoses Asset event) ended."""
+    (publish,) = [
+        t for t in api.task_instances("diagnose_failures", run["dag_run_id"]) if t["task_id"] == "publish"
+    ]
+    return datetime.fromisoformat(publish["end_date"]).timestamp() if publish["end_date"] else _ended(run)
+
+
 def _ended(run: dict[str, Any]) -> float:
     return datetime.fromisoformat(run["end_date"]).timestamp()
 
@@ -119,8 +127,11 @@ def run_day(api: StackApi, timeout_s: float = 1800) -> dict[str, Any]:
         ]
         if diagnoses and all(r["state"] in FINISHED for r in diagnoses):
             last_diagnosis = max(_ended(r) for r in diagnoses)
+            # A report follows the Asset event of the diagnosis's publish task (the run itself ends a task
+            # later, once its staged plan is dropped).
+            last_event = max(_published(api, r) for r in diagnoses)
             later = [
-                r for r in reports if datetime.fromisoformat(r["run_after"]).timestamp() >= last_diagnosis - 1
+                r for r in reports if datetime.fromisoformat(r["run_after"]).timestamp() >= last_event - 1
             ]
             if later and all(r["state"] in FINISHED for r in later):
                 break
