@@ -159,10 +159,10 @@ def diagnose_failures():
     @task
     def drop_plan() -> None:
         """Remove the run's staged plan once published (a re-run of the whole run plans again)."""
-        from acme.diagnosis.nightly import plan_key
+        from acme.diagnosis.nightly import plan_folder
         from acme_airflow.lake import task_lake
 
-        task_lake().delete_prefix(plan_key(get_current_context()["run_id"]).rsplit("/", 1)[0])
+        task_lake().delete_prefix(plan_folder(get_current_context()["run_id"]))
 
     recoveries = publish(diagnose.expand(step=plan_jobs()))
     recoveries >> drop_plan()

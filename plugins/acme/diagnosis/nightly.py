@@ -117,9 +117,14 @@ def queue_key(cluster: str) -> str:
     return f"diagnosis/queue/cluster={cluster}/pending.json"
 
 
-def plan_key(run_id: str) -> str:
+def plan_folder(run_id: str) -> str:
+    """The run's staging folder: its plan lives there until the run has published."""
     safe = re.sub(r"[^A-Za-z0-9._-]+", "-", run_id).strip("-.")[:160] or "run"
-    return f"staging/diagnose_failures/{safe}/plan.json"
+    return f"staging/diagnose_failures/{safe}"
+
+
+def plan_key(run_id: str) -> str:
+    return f"{plan_folder(run_id)}/plan.json"
 
 
 def _chunked(items: list[Any], chunks: int) -> list[list[Any]]:
