@@ -94,7 +94,9 @@ def test_the_layout_partitions_by_cluster_and_day():
         "metrics/metric=gpu_util/cluster=kalos/date=2023-07-02/samples.parquet"
     )
     assert lake_keys.quarantine_jobs("seren", None, "in.parquet").endswith("date=undated/in.parquet")
-    assert lake_keys.diagnosis_message("seren", "2023-07-01", "../job 1").endswith("/date=2023-07-01/_job_1.json")
+    assert lake_keys.diagnosis_message("seren", "2023-07-01", "../job 1").endswith(
+        "/date=2023-07-01/_job_1.json"
+    )
     assert lake_keys.staging("ingest_jobs", "manual__2023-07-01T00:00:00+00:00") == (
         "staging/ingest_jobs/manual__2023-07-01T00-00-00-00-00"
     )

@@ -96,7 +96,9 @@ def test_only_the_settings_module_reads_acme_variables():
         relative = path.relative_to(ROOT).as_posix()
         if relative != "plugins/acme/settings.py" and READ.search(path.read_text()):
             readers.add(relative)
-    assert readers <= NOT_YET_MOVED, f"read ACME_* outside acme/settings.py: {sorted(readers - NOT_YET_MOVED)}"
+    assert readers <= NOT_YET_MOVED, (
+        f"read ACME_* outside acme/settings.py: {sorted(readers - NOT_YET_MOVED)}"
+    )
 
 
 def test_the_list_of_files_not_yet_moved_is_current():
