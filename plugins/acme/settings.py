@@ -114,6 +114,11 @@ def env_number(
     return Env().number(name, default, low=low, high=high, above=above, integer=integer)
 
 
+def _include_dir(read: Env) -> Path:
+    """Bundled configuration, SQL and sample data (``ACME_INCLUDE_DIR``): the default of several paths."""
+    return read.path("ACME_INCLUDE_DIR", PROJECT_ROOT / "include")
+
+
 # --------------------------------------------------------------------------------------------------
 # Project: where things are and how the nightly DAGs are scheduled
 # --------------------------------------------------------------------------------------------------
@@ -145,7 +150,7 @@ class ProjectSettings:
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> ProjectSettings:
         read = Env(environ)
-        include = read.path("ACME_INCLUDE_DIR", PROJECT_ROOT / "include")
+        include = _include_dir(read)
         raw_start = read.text("ACME_START_DATE", "2023-03-01")
         try:
             start = datetime.fromisoformat(raw_start).replace(tzinfo=UTC)
@@ -186,9 +191,8 @@ class JobsSettings:
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> JobsSettings:
         read = Env(environ)
-        include = read.path("ACME_INCLUDE_DIR", PROJECT_ROOT / "include")
         return cls(
-            job_type_rules=read.path("ACME_JOB_TYPE_RULES", include / "config" / "job_types.yaml"),
+            job_type_rules=read.path("ACME_JOB_TYPE_RULES", _include_dir(read) / "config" / "job_types.yaml"),
             quarantine_max_share=read.share("ACME_QUARANTINE_MAX_SHARE", 0.01),
         )
 
@@ -216,9 +220,8 @@ class MetricsSettings:
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> MetricsSettings:
         read = Env(environ)
-        include = read.path("ACME_INCLUDE_DIR", PROJECT_ROOT / "include")
         return cls(
-            catalog=read.path("ACME_METRICS_CATALOG", include / "metrics" / "metrics.yaml"),
+            catalog=read.path("ACME_METRICS_CATALOG", _include_dir(read) / "metrics" / "metrics.yaml"),
             max_quarantine_share=read.share("ACME_METRICS_MAX_QUARANTINE_SHARE", 0.01),
             min_coverage=read.share("ACME_METRICS_MIN_COVERAGE", 0.8),
         )
