@@ -104,3 +104,32 @@ write_metrics  # tests (recovery/synth_checkpoints.py)
 # report
 
 # shared
+
+# --- 3. issue 18 foundation: used as the areas move onto it (the lead empties this at merge) ------
+key_of  # acme.lake_keys / Lake / lake_task: adopted by the areas in phase 2
+duckdb_location  # acme.lake_keys / Lake / lake_task: adopted by the areas in phase 2
+attach_to_duckdb  # acme.lake_keys / Lake / lake_task: adopted by the areas in phase 2
+jobs_partition  # acme.lake_keys / Lake / lake_task: adopted by the areas in phase 2
+jobs_validation_record  # acme.lake_keys / Lake / lake_task: adopted by the areas in phase 2
+raw_jobs  # acme.lake_keys / Lake / lake_task: adopted by the areas in phase 2
+quarantine_jobs  # acme.lake_keys / Lake / lake_task: adopted by the areas in phase 2
+validation_jobs  # acme.lake_keys / Lake / lake_task: adopted by the areas in phase 2
+metric_samples  # acme.lake_keys / Lake / lake_task: adopted by the areas in phase 2
+metric_snapshots  # acme.lake_keys / Lake / lake_task: adopted by the areas in phase 2
+quarantine_metrics  # acme.lake_keys / Lake / lake_task: adopted by the areas in phase 2
+validation_metrics  # acme.lake_keys / Lake / lake_task: adopted by the areas in phase 2
+job_logs  # acme.lake_keys / Lake / lake_task: adopted by the areas in phase 2
+diagnoses_partition  # acme.lake_keys / Lake / lake_task: adopted by the areas in phase 2
+diagnosis_queue  # acme.lake_keys / Lake / lake_task: adopted by the areas in phase 2
+diagnosis_message  # acme.lake_keys / Lake / lake_task: adopted by the areas in phase 2
+diagnosis_cases  # acme.lake_keys / Lake / lake_task: adopted by the areas in phase 2
+deferred_case  # acme.lake_keys / Lake / lake_task: adopted by the areas in phase 2
+learned_filter_rules  # acme.lake_keys / Lake / lake_task: adopted by the areas in phase 2
+detection_episode  # acme.lake_keys / Lake / lake_task: adopted by the areas in phase 2
+detection_evidence_log  # acme.lake_keys / Lake / lake_task: adopted by the areas in phase 2
+recovery_job  # acme.lake_keys / Lake / lake_task: adopted by the areas in phase 2
+simulated_backend_state  # acme.lake_keys / Lake / lake_task: adopted by the areas in phase 2
+EVAL_PRIORS  # acme.lake_keys / Lake / lake_task: adopted by the areas in phase 2
+eval_run  # acme.lake_keys / Lake / lake_task: adopted by the areas in phase 2
+eval_measurements  # acme.lake_keys / Lake / lake_task: adopted by the areas in phase 2
+lake_task  # acme.lake_keys / Lake / lake_task: adopted by the areas in phase 2
