@@ -54,7 +54,6 @@ if TYPE_CHECKING:
     from acme.clusters import Cluster
     from acme.lake import Lake
     from acme.metrics.catalog import Catalog
-    from acme.metrics.storage import Samples
 
 FORMATS = ("prometheus", "prometheus-json", "exporter-text", "acmetrace-csv")
 SCRAPE_SUFFIXES = (".prom", ".txt", ".metrics")
@@ -521,55 +520,54 @@ def _first_day(reports: dict[str, Any]) -> str | None:
     return days[0] if days else None
 
 
-def read_samples_frame(
-    lake: Lake, metric: str, cluster: str, day: date, unit: str | None = None
-) -> pd.DataFrame:
-    """The canonical long form of a stored metric-day (for small reads and tests)."""
-    from acme.metrics.catalog import load_catalog
-    from acme.metrics.storage import read_samples
-
-    samples: Samples = read_samples(lake, metric, cluster, day)
-    return samples.to_frame(cluster, unit or load_catalog()[metric].unit)
-
-
 def plan_metric_inputs(
     clusters: dict[str, Cluster],
     day: date,
     cluster: str = "all",
     source: str = "configured",
     input_uri: str | None = None,
+    *,
+    snapshot: bool | None = None,
+    scrape_time: str | None = None,
+    node: str | None = None,
 ) -> list[dict[str, Any]]:
-    """One dict per selected cluster: cluster, format, input, day, step_s.
+    """One dict per selected cluster: cluster, format, input, day, step_s, snapshot, scrape_time, node.
 
     ``source`` other than ``configured`` reads ``input_uri`` in that format (a manual run over
     an exported file); clusters without a metrics source are skipped unless asked for by name.
+    ``snapshot``, ``scrape_time`` and ``node`` (the manual-run Params, named as the CLI's flags
+    ``--snapshot``, ``--scrape-time``, ``--node``) override the cluster's settings when not None
+    (a manual ``source`` takes only these, not the cluster's); ``{ds}`` in a scrape time is the
+    run's UTC day.
     """
-    from acme.clusters import METRIC_FORMATS, selected_clusters
+    from acme.clusters import METRIC_FORMATS, MetricSource, check_scrape_time, selected_clusters
 
+    if scrape_time is not None:
+        scrape_time = check_scrape_time(scrape_time, "Param scrape_time (--scrape-time)")
+    if node is not None and not str(node).strip():
+        node = None
     planned = []
     for name in selected_clusters(clusters, cluster, source, METRIC_FORMATS, input_uri):
         configured = clusters[name].metrics
         if source != "configured":
-            step = configured.step_s if configured else 15
-            planned.append(
-                {
-                    "cluster": name,
-                    "format": source,
-                    "input": input_uri,
-                    "day": day.isoformat(),
-                    "step_s": step,
-                }
-            )
+            settings = MetricSource(source, str(input_uri), configured.step_s if configured else 15)
         elif configured is not None:
-            planned.append(
-                {
-                    "cluster": name,
-                    "format": configured.format,
-                    "input": input_uri or configured.input_for(name, day),
-                    "day": day.isoformat(),
-                    "step_s": configured.step_s,
-                }
-            )
+            settings = configured
         elif cluster != "all":
             raise ConfigError(f"cluster {name!r} has no metrics source in the cluster configuration")
+        else:
+            continue
+        chosen_time = scrape_time if scrape_time is not None else settings.scrape_time
+        planned.append(
+            {
+                "cluster": name,
+                "format": settings.format,
+                "input": input_uri or settings.input_for(name, day),
+                "day": day.isoformat(),
+                "step_s": settings.step_s,
+                "snapshot": settings.snapshot if snapshot is None else bool(snapshot),
+                "scrape_time": None if chosen_time is None else chosen_time.format(ds=day.isoformat()),
+                "node": node if node is not None else settings.node,
+            }
+        )
     return planned

@@ -42,7 +42,7 @@ from __future__ import annotations
 import io
 import math
 from dataclasses import dataclass, field
-from datetime import date, datetime, timedelta
+from datetime import date, timedelta
 from typing import TYPE_CHECKING, Any
 
 from acme.metrics.catalog import MetricSpec
@@ -671,11 +671,3 @@ def read_snapshots(lake: Lake, metric: str, cluster: str, day: date) -> Samples:
 def _covers_day(samples: Samples, start_ms: int) -> bool:
     """Whether the samples span the whole UTC day (first sample in its first minute, last in its last)."""
     return bool(samples.ts_ms.min() < start_ms + 60_000 and samples.ts_ms.max() >= start_ms + DAY_MS - 60_000)
-
-
-def utc_day(value: date | datetime | str) -> date:
-    if isinstance(value, str):
-        return date.fromisoformat(value[:10])
-    if isinstance(value, datetime):
-        return value.date()
-    return value
