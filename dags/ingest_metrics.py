@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from airflow.sdk import CronDataIntervalTimetable, Param, dag, get_current_context, task
 
-from acme import config
+from acme import settings
 from acme.clusters import METRIC_FORMATS
 from acme_airflow.assets import METRICS
 from acme_airflow.defaults import DEFAULT_ARGS, Tag
@@ -34,9 +34,9 @@ from acme_airflow.params import manual_run_params
 @dag(
     dag_id="ingest_metrics",
     schedule=CronDataIntervalTimetable("@daily", timezone="UTC"),
-    start_date=config.start_date(),
-    catchup=config.catchup(),
-    max_active_runs=config.max_active_runs(),
+    start_date=settings.project().start_date,
+    catchup=settings.project().catchup,
+    max_active_runs=settings.project().max_active_runs,
     default_args=DEFAULT_ARGS,
     tags=[Tag.INGEST, Tag.METRICS, Tag.NIGHTLY],
     doc_md=__doc__,
@@ -83,21 +83,11 @@ def ingest_metrics():
 
     @task(outlets=[METRICS], map_index_template="{{ planned['cluster'] }}")
     def ingest(planned: dict) -> dict:
-        from acme.metrics.ingest import ingest_metrics_file
-        from acme_airflow.failures import no_retry_for_bad_input
-        from acme_airflow.lake import task_lake
+        from acme.metrics.ingest import ingest_planned_input
+        from acme_airflow.tasks import lake_task
 
-        with no_retry_for_bad_input():
-            summary = ingest_metrics_file(
-                task_lake(), planned["format"], planned["cluster"], planned["input"], planned["day"],
-                step_s=planned["step_s"], snapshot=planned["snapshot"], scrape_time=planned["scrape_time"],
-                node=planned["node"],
-            )  # fmt: skip
-        manifest = {
-            key: summary[key]
-            for key in ("cluster", "day", "mode", "samples", "series", "quarantined", "metrics")
-        }
-        manifest["partitions"] = summary["partitions"]
+        with lake_task() as lake:
+            manifest = ingest_planned_input(lake, planned)
         get_current_context()["outlet_events"][METRICS].extra = manifest
         return manifest
 

@@ -52,7 +52,9 @@ class MetricSource:
     node: str | None = None  # host of samples without a node label (a scrape taken at one exporter)
 
     def input_for(self, cluster: str, day: date) -> str:
-        return self.input.format(ds=day.isoformat(), cluster=cluster, include=config.include_dir())
+        from acme import settings
+
+        return self.input.format(ds=day.isoformat(), cluster=cluster, include=settings.project().include_dir)
 
     def scrape_time_for(self, day: date) -> str | None:
         return None if self.scrape_time is None else self.scrape_time.format(ds=day.isoformat())

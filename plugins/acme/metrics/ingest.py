@@ -45,6 +45,7 @@ from datetime import date, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from acme import lake_keys
 from acme.errors import ConfigError, InputError, InputNotFoundError
 from acme.metrics.validate import MetricsThresholdError
 
@@ -145,7 +146,7 @@ def ingest_metrics_file(
     )
     report_day = day or _first_day(reports)
     summary["validation"] = lake.write_json(
-        f"validation/metrics/cluster={cluster}/date={report_day or 'undated'}/{key}.json",
+        lake_keys.validation_metrics(cluster, report_day, f"{key}.json"),
         {"input": input, "format": fmt, "cluster": cluster, "day": day, "metrics": reports,
          "notes": summary["notes"], "skipped_metrics": summary["skipped_metrics"], "mode": summary["mode"],
          "time_sources": summary["time_sources"]},
@@ -231,9 +232,9 @@ def _ingest_metric(
             result["partitions"].append(_publish(lake, spec, cluster, part_day, part, source))
     if snapshot:  # a re-run with another --scrape-time replaces the snapshot it dated elsewhere
         written = {snapshot_key(spec.name, cluster, d, key) for d in by_day}
-        for stale in lake.list(f"metrics_snapshots/metric={spec.name}/cluster={cluster}"):
+        for stale in lake.list(lake_keys.metric_snapshots(spec.name, cluster)):
             if stale.endswith(f"/{key}.parquet") and stale not in written:
-                lake.delete_prefix(stale)
+                lake.remove(stale)
     result["samples"] = sum(p["samples"] for p in result["partitions"]) if snapshot else len(outcome.accepted)
     result["series"] = report["series"]
     return result
@@ -495,10 +496,9 @@ def _write_quarantine(lake, cluster, key, day, metric, quarantined) -> str | Non
     """Replace this input's quarantine for one metric (removing a stale one when nothing failed)."""
     import pyarrow as pa
 
-    target = f"quarantine/metrics/cluster={cluster}/date={day or 'undated'}/{key}-{metric}.parquet"
+    target = lake_keys.quarantine_metrics(cluster, day, f"{key}-{metric}.parquet")
     if quarantined is None or not len(quarantined):
-        if lake.exists(target):
-            lake.delete_prefix(target)
+        lake.remove(target)
         return None
     frame = quarantined.reset_index(drop=True).astype(
         {"node": "object", "uuid": "object", "record": "object"}
@@ -509,7 +509,7 @@ def _write_quarantine(lake, cluster, key, day, metric, quarantined) -> str | Non
 def _write_parse_rejects(lake, cluster, key, day, rejects) -> str:
     import pyarrow as pa
 
-    target = f"quarantine/metrics/cluster={cluster}/date={day or 'undated'}/{key}-_parse.parquet"
+    target = lake_keys.quarantine_metrics(cluster, day, f"{key}-_parse.parquet")
     return lake.write_parquet(
         target, pa.Table.from_pandas(rejects.reset_index(drop=True), preserve_index=False)
     )
@@ -518,6 +518,18 @@ def _write_parse_rejects(lake, cluster, key, day, rejects) -> str:
 def _first_day(reports: dict[str, Any]) -> str | None:
     days = sorted(d for r in reports.values() for d in r.get("days", []))
     return days[0] if days else None
+
+
+def ingest_planned_input(lake: Lake, planned: dict[str, Any]) -> dict[str, Any]:
+    """Ingest one input of :func:`plan_metric_inputs`'s plan; returns the run's manifest (cluster, day,
+    mode, samples, series, quarantined, metrics, partitions), what the DAG's Asset event carries."""
+    summary = ingest_metrics_file(
+        lake, planned["format"], planned["cluster"], planned["input"], planned["day"],
+        step_s=planned["step_s"], snapshot=planned["snapshot"], scrape_time=planned["scrape_time"],
+        node=planned["node"],
+    )  # fmt: skip
+    keys = ("cluster", "day", "mode", "samples", "series", "quarantined", "metrics", "partitions")
+    return {key: summary[key] for key in keys}
 
 
 def plan_metric_inputs(

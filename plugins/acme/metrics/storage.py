@@ -45,6 +45,7 @@ from dataclasses import dataclass, field
 from datetime import date, timedelta
 from typing import TYPE_CHECKING, Any
 
+from acme import lake_keys
 from acme.metrics.catalog import MetricSpec
 
 if TYPE_CHECKING:
@@ -560,24 +561,30 @@ def histogram_from_table(metric: str, table: pa.Table) -> Histogram:
 # --- the lake -----------------------------------------------------------------------------------
 
 
+# The areas of the rollups: key kinds acme.lake_keys does not have yet (metric_partition takes the area).
+ROLLUP_AREA = "metrics_5m"
+HIST_AREA = "metrics_hist"
+
+
 def partition(area: str, metric: str, cluster: str, day: date) -> str:
-    return f"{area}/metric={metric}/cluster={cluster}/date={day.isoformat()}"
+    return lake_keys.metric_partition(metric, cluster, day, area)
 
 
 def samples_key(metric: str, cluster: str, day: date) -> str:
-    return f"{partition('metrics', metric, cluster, day)}/samples.parquet"
+    return lake_keys.metric_samples(metric, cluster, day)
 
 
 def snapshot_key(metric: str, cluster: str, day: date, input_key: str) -> str:
-    return f"{partition('metrics_snapshots', metric, cluster, day)}/{input_key}.parquet"
+    """One input's snapshot of a metric and day (a key kind lake_keys does not have yet)."""
+    return f"{partition(lake_keys.METRICS_SNAPSHOTS, metric, cluster, day)}/{input_key}.parquet"
 
 
 def rollup_key(metric: str, cluster: str, day: date) -> str:
-    return f"{partition('metrics_5m', metric, cluster, day)}/rollup.parquet"
+    return f"{partition(ROLLUP_AREA, metric, cluster, day)}/rollup.parquet"
 
 
 def hist_key(metric: str, cluster: str, day: date) -> str:
-    return f"{partition('metrics_hist', metric, cluster, day)}/hist.parquet"
+    return f"{partition(HIST_AREA, metric, cluster, day)}/hist.parquet"
 
 
 def read_samples(lake: Lake, metric: str, cluster: str, day: date) -> Samples:
@@ -663,7 +670,7 @@ def publish_snapshot(
 
 def read_snapshots(lake: Lake, metric: str, cluster: str, day: date) -> Samples:
     """Every snapshot of a metric taken on ``day`` (all inputs), as one Samples."""
-    prefix = partition("metrics_snapshots", metric, cluster, day)
+    prefix = partition(lake_keys.METRICS_SNAPSHOTS, metric, cluster, day)
     parts = [samples_from_table(metric, lake.read_parquet(key)) for key in sorted(lake.list(prefix))]
     return canonicalize(concat_samples(parts)) if parts else empty_samples(metric)
 

@@ -14,12 +14,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from acme import lake_keys
+
 if TYPE_CHECKING:
     from acme.lake import Lake
 
-DAILY_AREA = "metrics"
-SNAPSHOT_AREA = "metrics_snapshots"
-QUARANTINE_AREA = "quarantine/metrics"
+DAILY_AREA = lake_keys.METRICS
+SNAPSHOT_AREA = lake_keys.METRICS_SNAPSHOTS
+QUARANTINE_AREA = "quarantine/metrics"  # the area of lake_keys.quarantine_metrics
 
 
 def summarize_metrics(lake: Lake) -> dict[str, Any]:
@@ -51,7 +53,7 @@ def _parquet_keys(lake: Lake, area: str) -> list[str]:
 
 
 def _entry(lake: Lake, key: str, mode: str) -> dict[str, Any]:
-    parts = dict(part.split("=", 1) for part in key.split("/") if "=" in part)
+    parts = lake_keys.partition_values(key)
     if mode == "quarantine":  # <input_key>-<metric>.parquet; the input key is <format>-<16 hex digits>
         parts["metric"] = key.rsplit("/", 1)[-1].removesuffix(".parquet").rsplit("-", 1)[-1]
     return {
@@ -59,13 +61,6 @@ def _entry(lake: Lake, key: str, mode: str) -> dict[str, Any]:
         "cluster": parts.get("cluster"),
         "date": parts.get("date"),
         "mode": mode,
-        "rows": _rows(lake, key),
+        "rows": lake.num_rows(key),
         "path": lake.url(key),
     }
-
-
-def _rows(lake: Lake, key: str) -> int:
-    import pyarrow.parquet as pq
-
-    with lake.fs.open(lake.path(key), "rb") as handle:
-        return pq.ParquetFile(handle).metadata.num_rows

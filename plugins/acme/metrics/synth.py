@@ -140,9 +140,9 @@ def profile_of(cluster: str) -> str:
 
 def reference_dir() -> Path | None:
     """The AcmeTrace quantile curves (``ACME_REFERENCE_DIR`` or ../shared/reference), if present."""
-    from acme import config
+    from acme import settings
 
-    folder = config.reference_dir() / "acmetrace" / "utilization_quantiles"
+    folder = settings.project().reference_dir / "acmetrace" / "utilization_quantiles"
     return folder if folder.is_dir() else None
 
 
