@@ -56,9 +56,6 @@ class MetricSource:
 
         return self.input.format(ds=day.isoformat(), cluster=cluster, include=settings.project().include_dir)
 
-    def scrape_time_for(self, day: date) -> str | None:
-        return None if self.scrape_time is None else self.scrape_time.format(ds=day.isoformat())
-
 
 @dataclass(frozen=True)
 class Cluster:

@@ -399,7 +399,6 @@ def _reflect(values, low, width):
 # --- training jobs and their episodes (hangs, stragglers, healthy pauses) ------------------------
 
 EPISODE_KINDS = ("hang", "stall", "straggler", "checkpoint", "barrier", "data_stall", "eval")
-FAULT_KINDS = ("hang", "stall", "straggler")
 TRAINING_LEVEL = (0.72, 0.92)  # latent intensity of a pretraining job: every metric, IB too, well above idle
 # The level wanders within [floor, ceiling]: below ~0.6 the IB curve is 0, and its top 5 % (5.6 -> 23.7 GB/s,
 # bursts) would turn the small per-node noise into lasting IB differences between the nodes of one job,
