@@ -86,7 +86,7 @@ def map_columns(
     mapped = [_map_column(name, spec, column_map) for name in names]
     too_large = 0
     for i, key in enumerate(mapped):
-        from_map = bool(column_map) and names[i] in column_map
+        from_map = column_map is not None and names[i] in column_map
         if (
             spec.per_gpu
             and not from_map

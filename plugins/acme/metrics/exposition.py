@@ -304,7 +304,9 @@ def _parse_lines(
                 np.array(values, dtype=np.float64),
             )
         )
-        ids.clear(), stamps.clear(), values.clear()
+        ids.clear()
+        stamps.clear()
+        values.clear()
 
     for number, raw, too_long in lines:
         count = number
@@ -363,8 +365,8 @@ def _parse_lines(
         elif scrape_time is not None and flag_time is None:
             ts, source = scrape_time, "# scrape_time comment"
         else:
-            ts, source = fallback
-            if ts is None:
+            fallback_ts, source = fallback
+            if fallback_ts is None:
                 reject(
                     number,
                     "no timestamp: none on the sample, no --scrape-time, no '# scrape_time' and none "
@@ -372,6 +374,7 @@ def _parse_lines(
                     raw,
                 )
                 continue
+            ts = fallback_ts
         spec = wanted.get(name)
         if spec is None:
             skipped[name] += 1
@@ -397,11 +400,12 @@ def _parse_lines(
     samples = {}
     for metric in columns:
         flush(metric)
-        parts = arrays.pop(metric)
+        chunks = arrays.pop(metric)
+        merged_ids, merged_ms, merged_values = (
+            np.concatenate([chunk[i] for chunk in chunks]) for i in range(3)
+        )
         samples[metric] = Samples(
-            metric,
-            series_frame(series_rows[metric]),
-            *(np.concatenate([p[i] for p in parts]) for i in range(3)),
+            metric, series_frame(series_rows[metric]), merged_ids, merged_ms, merged_values
         )
     return ExpositionResult(
         samples, rejects_frame(rejects), count, helps, types, dict(skipped), scrapes, time_counts, samples_in

@@ -242,7 +242,9 @@ def _ingest_metric(
     report["quarantine"] = _write_quarantine(
         lake, cluster, key, day or _first_day({spec.name: report}), spec.name, quarantined
     )
-    result = {"report": report, "quarantined": len(quarantined), "samples": 0, "series": 0, "partitions": []}
+    result: dict[str, Any] = {
+        "report": report, "quarantined": len(quarantined), "samples": 0, "series": 0, "partitions": []
+    }  # fmt: skip
     try:
         check_thresholds(report, source, max_share, 0.0 if snapshot else min_cov)
     except MetricsThresholdError as exc:

@@ -233,7 +233,7 @@ def query_matchers(query: str) -> list[tuple[str, str, str]]:
     """(label, operator, value) of every label matcher in the query (values unescaped)."""
     from acme.metrics.exposition import unescape
 
-    matchers = []
+    matchers: list[tuple[str, str, str]] = []
     for block in re.findall(r"\{([^}]*)\}", query):
         matchers.extend((label, op, unescape(value)) for label, op, value in _MATCHER.findall(block))
     return matchers

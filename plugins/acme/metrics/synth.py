@@ -501,7 +501,7 @@ def synth_training_cluster(
     start: date,
     days: int,
     jobs: list[TrainingJob],
-    episodes: list[Episode] = (),
+    episodes: list[Episode] | tuple[Episode, ...] = (),
     seed: int = 0,
     step_s: int = 15,
     catalog: Catalog | None = None,
@@ -743,9 +743,9 @@ def _node_series(metric: str, node: str, row, step_s: int):
         family = (
             "node_infiniband_port_data_" + ("transmitted" if metric == "ib_tx" else "received") + "_bytes"
         )
-        total = np.cumsum(row * step_s)
+        sent = np.cumsum(row * step_s)
         labels = f'device="mlx5_0",port="1",{instance}'
-        yield family, "counter", labels, np.char.mod("%d", total.astype(np.int64))
+        yield family, "counter", labels, np.char.mod("%d", sent.astype(np.int64))
     elif metric == "server_power":
         labels = f'instance="{node}:9290",job="ipmi"'
         yield "ipmi_dcmi_power_consumption_watts", "gauge", labels, np.char.mod("%d", row.astype(np.int64))

@@ -160,7 +160,9 @@ def validate_samples(
             "missing_after_s": catalog.stale_missing_after_s,
             "missing": _over(max_gap, catalog.stale_missing_after_s, names, "max_gap_s"),
             "flat_after_s": spec.stale_flat_after_s,
-            "flat": None if flat is None else _over(flat, spec.stale_flat_after_s, names, "flat_s"),
+            "flat": None
+            if flat is None or spec.stale_flat_after_s is None
+            else _over(flat, spec.stale_flat_after_s, names, "flat_s"),
         },
     }
     return MetricValidation(accepted, quarantined, report)
