@@ -96,7 +96,7 @@ IPMI_SCRAPE = FIELD_SCRAPES / "ipmi_exporter_dcmi_power_pr160.prom"  # a real sc
 
 def stored_snapshot(lake_dir: Path, cluster: str):
     from acme.lake import Lake
-    from acme.metrics.storage import read_snapshots
+    from tests.metrics_support import read_snapshots
 
     samples = read_snapshots(Lake(str(lake_dir)), "server_power", cluster, date.fromisoformat(DAY))
     return list(samples.series["node"]), [int(t) for t in samples.ts_ms], [float(v) for v in samples.value]

@@ -161,27 +161,6 @@ class TimeOptions:
     default_node: str | None = None  # --node
 
 
-def parse_exposition(
-    text: str,
-    catalog: Catalog,
-    *,
-    source_file: str = "<text>",
-    default_time_ms: int | None = None,
-    scrape_time_ms: int | None = None,
-    default_node: str | None = None,
-    openmetrics: bool | None = None,
-) -> ExpositionResult:
-    """Parse exposition text into samples per catalog metric, plus rejects (see the module doc)."""
-    if openmetrics is None:
-        openmetrics = text.rstrip().endswith("# EOF")
-    lines = text.split("\n")  # the format's line end; str.splitlines would also split on \x1e, \x85...
-    if lines and lines[-1] == "":
-        lines.pop()
-    numbered = ((number, line, 0) for number, line in enumerate(lines, start=1))
-    options = TimeOptions(scrape_time_ms, default_time_ms, "default time", default_node)
-    return _parse_lines(numbered, catalog, source_file, options, openmetrics, 0)
-
-
 def parse_exposition_file(
     path: str | Path,
     catalog: Catalog,
@@ -194,7 +173,7 @@ def parse_exposition_file(
     chunk_bytes: int | None = None,
     max_line_bytes: int | None = None,
 ) -> ExpositionResult:
-    """:func:`parse_exposition` of a file read ``chunk_bytes`` at a time (undecodable bytes
+    """Parse an exposition file read ``chunk_bytes`` at a time (undecodable bytes
     replaced): the same result without the text in memory, only the samples (20 bytes each).
     A line above ``max_line_bytes`` (default ``acme.sources.base.MAX_LINE_BYTES``) is rejected
     with its length, only its head read into memory. Without ``default_time_ms`` the file's

@@ -32,13 +32,12 @@ import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import date
 from typing import TYPE_CHECKING, Any
 
 from acme.errors import AcmeError
 
 if TYPE_CHECKING:
-    from acme.metrics.catalog import Catalog, MetricSpec
+    from acme.metrics.catalog import MetricSpec
     from acme.metrics.storage import Samples
 
 PROMETHEUS_MAX_POINTS = 11_000
@@ -392,21 +391,3 @@ def matrix_to_samples(result: list[dict], spec: MetricSpec, default_node: str | 
     if skipped:
         samples.notes.append(f"{skipped} series of {spec.name} had no label giving the node and were skipped")
     return samples
-
-
-def fetch_day(
-    client: PrometheusClient,
-    catalog: Catalog,
-    day: date,
-    step_s: float = 15,
-    metrics: list[str] | None = None,
-) -> dict[str, Samples]:
-    """Every catalog metric with PromQL (or those named) for one UTC day."""
-    from datetime import UTC, datetime
-
-    start = datetime(day.year, day.month, day.day, tzinfo=UTC).timestamp()
-    chosen = [catalog[m] for m in metrics] if metrics else [s for s in catalog if s.promql]
-    return {
-        spec.name: matrix_to_samples(client.fetch(spec, start, start + 86400, step_s), spec)
-        for spec in chosen
-    }

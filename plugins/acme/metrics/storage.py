@@ -4,7 +4,7 @@ The canonical long form of a sample is ``(cluster, metric, node, gpu, uuid, time
 unit)`` (``gpu`` and ``uuid`` null for node-level metrics). In memory a metric's samples are a
 :class:`Samples`: a small table of series (node, gpu, uuid, model, gpu_instance) and three long arrays
 (series id, epoch milliseconds, value), so that tens of millions of samples never become
-Python objects or string columns. ``Samples.to_frame`` gives the long form as a DataFrame.
+Python objects or string columns (``tests/metrics_support.to_frame`` gives the long form as a DataFrame).
 
 Layout (one file per metric, cluster and UTC day; cluster and metric are Hive partitions)::
 
@@ -29,7 +29,7 @@ Encoding of ``samples.parquet`` (what keeps a sample at about one byte; see the 
 
 Rollups are written with the samples, from the same arrays, so later steps (CDFs, per-GPU
 timelines) never need a month of raw samples: a month's CDF is the sum of 30 histograms of
-``bins`` counts each (:func:`merge_histograms`, :func:`quantiles`).
+``bins`` counts each (summed in SQL by the report; :func:`quantiles` and :func:`cdf` read the sum).
 
 Idempotency: a partition is replaced, never appended to. When the incoming samples of a day
 cover only part of it (e.g. a wide CSV in local time spans two UTC days), the existing samples
@@ -90,24 +90,6 @@ class Samples:
             self.metric, self.series, self.series_id[index], self.ts_ms[index], self.value[index],
             self.is_sorted, list(self.notes),
         )  # fmt: skip
-
-    def to_frame(self, cluster: str, unit: str) -> pd.DataFrame:
-        """The canonical long form (small data and tests; the pipeline keeps arrays)."""
-        import pandas as pd
-
-        series = self.series.iloc[self.series_id]
-        return pd.DataFrame(
-            {
-                "cluster": cluster,
-                "metric": self.metric,
-                "node": series["node"].to_numpy(),
-                "gpu": pd.array(series["gpu"].to_numpy(), dtype="Int16"),
-                "uuid": series["uuid"].to_numpy(),
-                "timestamp": pd.to_datetime(self.ts_ms, unit="ms", utc=True),
-                "value": self.value,
-                "unit": unit,
-            }
-        )
 
 
 def series_frame(rows: list[tuple] | None = None, **columns) -> pd.DataFrame:
@@ -474,34 +456,6 @@ def histogram(values: np.ndarray, spec: MetricSpec) -> Histogram:
     return Histogram(spec.name, low, high, counts, underflow, overflow)
 
 
-def merge_histograms(histograms: list[Histogram]) -> Histogram:
-    """Sum of histograms of the same metric and bins (e.g. the days of a month)."""
-    import numpy as np
-
-    if not histograms:
-        raise ValueError("no histograms to merge")
-    first = histograms[0]
-    for other in histograms[1:]:
-        if (other.metric, other.low, other.high, other.bins) != (
-            first.metric,
-            first.low,
-            first.high,
-            first.bins,
-        ):
-            raise ValueError(
-                f"cannot merge histograms with different bins: {first.metric} [{first.low}, {first.high}) × "
-                f"{first.bins} and {other.metric} [{other.low}, {other.high}) × {other.bins}"
-            )
-    return Histogram(
-        first.metric,
-        first.low,
-        first.high,
-        np.sum([h.counts for h in histograms], axis=0),
-        sum(h.underflow for h in histograms),
-        sum(h.overflow for h in histograms),
-    )
-
-
 def quantiles(hist: Histogram, q) -> np.ndarray:
     """Values at quantiles ``q`` (0..1), interpolated inside bins; clamped to [low, high]."""
     import numpy as np
@@ -547,17 +501,6 @@ def histogram_table(hist: Histogram) -> pa.Table:
     return table.replace_schema_metadata({"acme.metric": hist.metric})
 
 
-def histogram_from_table(metric: str, table: pa.Table) -> Histogram:
-    import numpy as np
-
-    low = table["bin_low"].to_numpy()
-    high = table["bin_high"].to_numpy()
-    counts = table["count"].to_numpy().astype(np.int64)
-    return Histogram(
-        metric, float(high[0]), float(low[-1]), counts[1:-1].copy(), int(counts[0]), int(counts[-1])
-    )
-
-
 # --- the lake -----------------------------------------------------------------------------------
 
 
@@ -592,16 +535,6 @@ def read_samples(lake: Lake, metric: str, cluster: str, day: date) -> Samples:
     if not lake.exists(key):
         return empty_samples(metric)
     return samples_from_table(metric, lake.read_parquet(key))
-
-
-def read_histograms(lake: Lake, metric: str, cluster: str, days: list[date]) -> Histogram | None:
-    """The merged histogram of the days that have one (None when none has)."""
-    found = [
-        histogram_from_table(metric, lake.read_parquet(hist_key(metric, cluster, d)))
-        for d in days
-        if lake.exists(hist_key(metric, cluster, d))
-    ]
-    return merge_histograms(found) if found else None
 
 
 def publish_day(
@@ -666,13 +599,6 @@ def publish_snapshot(
         "bytes": len(data),
         "bytes_per_sample": round(len(data) / len(samples), 3) if len(samples) else None,
     }
-
-
-def read_snapshots(lake: Lake, metric: str, cluster: str, day: date) -> Samples:
-    """Every snapshot of a metric taken on ``day`` (all inputs), as one Samples."""
-    prefix = partition(lake_keys.METRICS_SNAPSHOTS, metric, cluster, day)
-    parts = [samples_from_table(metric, lake.read_parquet(key)) for key in sorted(lake.list(prefix))]
-    return canonicalize(concat_samples(parts)) if parts else empty_samples(metric)
 
 
 def _covers_day(samples: Samples, start_ms: int) -> bool:
