@@ -64,15 +64,6 @@ load_default_suite  # lazy export of acme.evaluation, benchmarks/bench_plan_eval
 # --- 2. issue 18 baseline: dead, to remove ------------------------------------------------------
 # "dead": nothing calls it; "tests": only tests call it (move it under tests/ or use it).
 
-# metrics
-utc_day  # dead (metrics/storage.py)
-read_samples_frame  # dead (metrics/ingest.py)
-FAULT_KINDS  # dead (metrics/synth.py)
-parse_exposition  # tests (metrics/exposition.py)
-fetch_day  # tests (metrics/prometheus.py)
-read_histograms  # tests (metrics/storage.py)
-read_snapshots  # tests (metrics/storage.py)
-
 # jobs
 TERMINAL_STATES  # dead (schema.py)
 JOB_KEY  # dead (schema.py)

@@ -12,15 +12,19 @@ A metric that fails its coverage or quarantine threshold is not published and fa
 with its name; re-runs replace the day's partitions. Clusters without a metrics source are
 skipped.
 
-**Manual runs**: `day`, optionally `cluster`, and `source` + `input` to read an exported file.
+**Manual runs**: `day`, optionally `cluster`, and `source` + `input` to read an exported file;
+`snapshot`, `scrape_time` and `node` (the `--snapshot`, `--scrape-time`, `--node` flags of
+`python -m acme ingest-metrics`, and the cluster's `metrics.` settings of the same names) store
+one-off scrapes without a coverage check, date samples that carry no timestamp (`{ds}` is the
+run's day) and name the host of a scrape without a node label. Empty = the cluster's setting.
 **Backfill**: `airflow backfill create --dag-id ingest_metrics --from-date … --to-date …`.
 """
 
 from __future__ import annotations
 
-from airflow.sdk import CronDataIntervalTimetable, dag, get_current_context, task
+from airflow.sdk import CronDataIntervalTimetable, Param, dag, get_current_context, task
 
-from acme import config
+from acme import settings
 from acme.clusters import METRIC_FORMATS
 from acme_airflow.assets import METRICS
 from acme_airflow.defaults import DEFAULT_ARGS, Tag
@@ -30,41 +34,60 @@ from acme_airflow.params import manual_run_params
 @dag(
     dag_id="ingest_metrics",
     schedule=CronDataIntervalTimetable("@daily", timezone="UTC"),
-    start_date=config.start_date(),
-    catchup=config.catchup(),
-    max_active_runs=config.max_active_runs(),
+    start_date=settings.project().start_date,
+    catchup=settings.project().catchup,
+    max_active_runs=settings.project().max_active_runs,
     default_args=DEFAULT_ARGS,
     tags=[Tag.INGEST, Tag.METRICS, Tag.NIGHTLY],
     doc_md=__doc__,
     description="Nightly: each cluster's GPU and node telemetry of a UTC day → validated metric partitions and rollups",
-    params=manual_run_params(
-        list(METRIC_FORMATS),
-        "Prometheus URL, file or folder to ingest instead of the configured one.",
-    ),
+    params={
+        **manual_run_params(
+            list(METRIC_FORMATS),
+            "Prometheus URL, file or folder to ingest instead of the configured one.",
+        ),
+        "snapshot": Param(
+            None,
+            type=["null", "boolean"],
+            title="Snapshot mode (--snapshot)",
+            description="One-off scrapes or instant queries: stored as snapshots, no daily coverage check. "
+            "Empty = the cluster's metrics.snapshot.",
+        ),
+        "scrape_time": Param(
+            None,
+            type=["null", "string"],
+            title="Scrape time (--scrape-time)",
+            description="When samples without a timestamp were scraped (RFC 3339 or epoch seconds; {ds} is the "
+            "run's day); the time of a Prometheus snapshot. Empty = the cluster's metrics.scrape_time.",
+        ),
+        "node": Param(
+            None,
+            type=["null", "string"],
+            title="Node (--node)",
+            description="The host of samples without a node label (a scrape taken at one host's exporter). "
+            "Empty = the cluster's metrics.node.",
+        ),
+    },
 )
 def ingest_metrics():
     @task
     def plan_inputs() -> list[dict]:
+        from functools import partial
+
         from acme.metrics.ingest import plan_metric_inputs
         from acme_airflow.params import plan_run_inputs
 
-        return plan_run_inputs(plan_metric_inputs)
+        params = get_current_context()["params"]
+        overrides = {name: params.get(name) for name in ("snapshot", "scrape_time", "node")}
+        return plan_run_inputs(partial(plan_metric_inputs, **overrides))
 
     @task(outlets=[METRICS], map_index_template="{{ planned['cluster'] }}")
     def ingest(planned: dict) -> dict:
-        from acme.metrics.ingest import ingest_metrics_file
-        from acme_airflow.failures import no_retry_for_bad_input
-        from acme_airflow.lake import task_lake
+        from acme.metrics.ingest import ingest_planned_input
+        from acme_airflow.tasks import lake_task
 
-        with no_retry_for_bad_input():
-            summary = ingest_metrics_file(
-                task_lake(), planned["format"], planned["cluster"], planned["input"], planned["day"],
-                step_s=planned["step_s"],
-            )  # fmt: skip
-        manifest = {
-            key: summary[key] for key in ("cluster", "day", "samples", "series", "quarantined", "metrics")
-        }
-        manifest["partitions"] = summary["partitions"]
+        with lake_task() as lake:
+            manifest = ingest_planned_input(lake, planned)
         get_current_context()["outlet_events"][METRICS].extra = manifest
         return manifest
 

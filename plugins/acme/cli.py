@@ -280,8 +280,10 @@ def _ingest_jobs(args: argparse.Namespace) -> dict:
 
 def _lake_summary(args: argparse.Namespace) -> dict | None:
     from acme.lake import open_lake, summarize_jobs
+    from acme.metrics.summary import summarize_metrics
 
-    summary = summarize_jobs(open_lake(args.lake))
+    lake = open_lake(args.lake)
+    summary = {**summarize_jobs(lake), **summarize_metrics(lake)}
     if args.json:
         return summary
     print(f"lake: {summary['lake']}")
@@ -296,13 +298,26 @@ def _lake_summary(args: argparse.Namespace) -> dict | None:
         f"total: {summary['jobs']} jobs in {len(summary['partitions'])} partitions, "
         f"{summary['quarantined']} rows quarantined"
     )
+    _print_telemetry(summary)
+    return None
+
+
+def _print_telemetry(summary: dict) -> None:
+    def days(pairs: list) -> str:
+        return ", ".join(f"{cluster} {day}" for cluster, day in pairs)
+
     if summary["metric_partitions"]:
-        days = ", ".join(f"{cluster} {day}" for cluster, day in summary["metric_days"])
         print(
             f"telemetry: {summary['metric_samples']} samples in {summary['metric_partitions']} metric "
-            f"partitions ({days}) under {summary['lake']}/metrics"
+            f"partitions ({days(summary['metric_days'])}) under {summary['lake']}/metrics"
         )
-    return None
+    if summary["snapshot_files"]:
+        print(
+            f"snapshots: {summary['snapshot_samples']} samples in {summary['snapshot_files']} snapshot "
+            f"files ({days(summary['snapshot_days'])}) under {summary['lake']}/metrics_snapshots"
+        )
+    if summary["metric_quarantined"]:
+        print(f"telemetry quarantine: {summary['metric_quarantined']} samples under quarantine/metrics")
 
 
 def _ingest_metrics(args: argparse.Namespace) -> dict:

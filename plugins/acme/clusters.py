@@ -35,17 +35,26 @@ class JobSource:
         return self.input.format(ds=day.isoformat(), cluster=cluster, include=config.include_dir())
 
 
-METRIC_FORMATS = ("prometheus", "exporter-text", "acmetrace-csv")
+METRIC_FORMATS = ("prometheus", "prometheus-json", "exporter-text", "acmetrace-csv")
+METRIC_SETTINGS = ("format", "input", "step_s", "snapshot", "scrape_time", "node")
 
 
 @dataclass(frozen=True)
 class MetricSource:
+    """A cluster's ``metrics`` settings; each has a flag of ``python -m acme ingest-metrics`` and a
+    manual-run Param of ``ingest_metrics`` (``scrape_time`` is ``--scrape-time``)."""
+
     format: str
     input: str  # Prometheus base URL, or a path/URL pattern with {ds}, {cluster}, {include}
     step_s: int = 15
+    snapshot: bool = False  # one-off scrapes / instant queries: no daily coverage check
+    scrape_time: str | None = None  # time of samples without a timestamp (RFC 3339 or epoch s), may use {ds}
+    node: str | None = None  # host of samples without a node label (a scrape taken at one exporter)
 
     def input_for(self, cluster: str, day: date) -> str:
-        return self.input.format(ds=day.isoformat(), cluster=cluster, include=config.include_dir())
+        from acme import settings
+
+        return self.input.format(ds=day.isoformat(), cluster=cluster, include=settings.project().include_dir)
 
 
 @dataclass(frozen=True)
@@ -103,18 +112,46 @@ def _metric_source(metrics: dict | None, where: str) -> MetricSource | None:
         return None
     if not isinstance(metrics, dict):
         raise ConfigError(f"{where}: 'metrics' must be a mapping")
-    unknown = set(metrics) - {"format", "input", "step_s"}
+    unknown = set(metrics) - set(METRIC_SETTINGS)
     if unknown:
-        raise ConfigError(f"{where}: unknown metrics settings {sorted(unknown)}")
+        raise ConfigError(
+            f"{where}: unknown metrics settings {sorted(unknown)}; known: {', '.join(METRIC_SETTINGS)}"
+        )
     fmt = metrics.get("format")
     if fmt not in METRIC_FORMATS:
         raise ConfigError(f"{where}: metrics.format must be one of {', '.join(METRIC_FORMATS)}, got {fmt!r}")
     if not isinstance(metrics.get("input"), str) or not metrics["input"]:
         raise ConfigError(f"{where}: metrics.input is missing")
     step = metrics.get("step_s", 15)
-    if not isinstance(step, int) or step <= 0:
+    if not isinstance(step, int) or isinstance(step, bool) or step <= 0:
         raise ConfigError(f"{where}: metrics.step_s must be a positive number of seconds, got {step!r}")
-    return MetricSource(fmt, metrics["input"], step)
+    snapshot = metrics.get("snapshot", False)
+    if not isinstance(snapshot, bool):
+        raise ConfigError(f"{where}: metrics.snapshot must be true or false, got {snapshot!r}")
+    scrape_time = metrics.get("scrape_time")
+    if scrape_time is not None:
+        scrape_time = check_scrape_time(scrape_time, f"{where}: metrics.scrape_time")
+    node = metrics.get("node")
+    if node is not None and (not isinstance(node, str) or not node.strip()):
+        raise ConfigError(f"{where}: metrics.node must be a host name, got {node!r}")
+    return MetricSource(fmt, metrics["input"], step, snapshot, scrape_time, node)
+
+
+def check_scrape_time(value: object, where: str) -> str:
+    """``value`` as a scrape time setting: RFC 3339 or epoch seconds, where ``{ds}`` stands for the
+    run's UTC day (``"{ds}T23:59:45Z"``); a ConfigError naming ``where`` otherwise."""
+    from acme.metrics.exposition import parse_scrape_time
+
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        value = str(value)
+    if hasattr(value, "isoformat"):  # YAML reads an unquoted RFC 3339 time as a datetime
+        value = value.isoformat()  # type: ignore[union-attr]
+    if not isinstance(value, str) or parse_scrape_time(value.replace("{ds}", "1970-01-01")) is None:
+        raise ConfigError(
+            f"{where}: {value!r} is neither an RFC 3339 time (2023-07-01T12:00:00Z, "
+            "{ds}T12:00:00Z) nor epoch seconds"
+        )
+    return value
 
 
 def _job_source(jobs: dict, where: str) -> JobSource:

@@ -57,15 +57,3 @@ def job_type_rules_path() -> Path:
 
 def quarantine_max_share() -> float:
     return settings.jobs().quarantine_max_share
-
-
-def metrics_catalog_path() -> Path:
-    return settings.metrics().catalog
-
-
-def metrics_max_quarantine_share() -> float:
-    return settings.metrics().max_quarantine_share
-
-
-def metrics_min_coverage() -> float:
-    return settings.metrics().min_coverage

@@ -88,3 +88,53 @@ def test_a_manual_run_over_an_exported_file_and_a_bad_one(airflow_db, lake_dir, 
     run = run_metrics_dag(cluster="seren", source="acmetrace-csv", input=str(broken))
     assert run.state == "failed"
     assert list(lake_dir.glob("quarantine/metrics/cluster=seren/*/*gpu_util*.parquet"))
+
+
+FIELD_SCRAPES = ROOT / "tests" / "fixtures" / "field" / "metrics" / "scrapes"
+IPMI_SCRAPE = FIELD_SCRAPES / "ipmi_exporter_dcmi_power_pr160.prom"  # a real scrape: no host label, no time
+
+
+def stored_snapshot(lake_dir: Path, cluster: str):
+    from acme.lake import Lake
+    from tests.metrics_support import read_snapshots
+
+    samples = read_snapshots(Lake(str(lake_dir)), "server_power", cluster, date.fromisoformat(DAY))
+    return list(samples.series["node"]), [int(t) for t in samples.ts_ms], [float(v) for v in samples.value]
+
+
+def test_a_cluster_configured_for_one_off_scrapes_stores_snapshots(
+    airflow_db, lake_dir, tmp_path, monkeypatch
+):
+    clusters = tmp_path / "clusters.yaml"
+    clusters.write_text(
+        "clusters:\n"
+        "  seren:\n"
+        "    jobs: {format: acmetrace, input: '{include}/sample_data/jobs/seren/{ds}.csv'}\n"
+        f"    metrics: {{format: exporter-text, input: '{IPMI_SCRAPE}', snapshot: true,\n"
+        "              scrape_time: '{ds}T23:59:45Z', node: seren-n000}\n"
+        "  kalos:\n"
+        "    jobs: {format: acmetrace, input: '{include}/sample_data/jobs/kalos/{ds}.csv'}\n"
+    )
+    monkeypatch.setenv("ACME_CLUSTERS_FILE", str(clusters))
+    assert run_metrics_dag().state == "success"
+    first = partitions(lake_dir)
+    assert [k.rsplit("/", 1)[0] for k in first] == [
+        f"metrics_snapshots/metric=server_power/cluster=seren/date={DAY}"
+    ]
+    end_of_day = int(datetime.fromisoformat(f"{DAY}T23:59:45+00:00").timestamp() * 1000)
+    assert stored_snapshot(lake_dir, "seren") == (["seren-n000"], [end_of_day], [372.0])
+
+    assert run_metrics_dag().state == "success"
+    assert partitions(lake_dir) == first, "a re-run replaces its snapshot"
+
+
+def test_manual_params_give_snapshot_mode_scrape_time_and_node(airflow_db, lake_dir):
+    manual = {"cluster": "kalos", "source": "exporter-text", "input": str(IPMI_SCRAPE), "snapshot": True,
+              "scrape_time": f"{DAY}T08:00:00Z"}  # fmt: skip
+    assert run_metrics_dag(**manual).state == "failed", "a scrape without a host label needs the node Param"
+    assert partitions(lake_dir) == {}
+
+    assert run_metrics_dag(**manual, node="kalos-n007").state == "success"
+    eight = int(datetime.fromisoformat(f"{DAY}T08:00:00+00:00").timestamp() * 1000)
+    assert stored_snapshot(lake_dir, "kalos") == (["kalos-n007"], [eight], [372.0])
+    assert not any(k.startswith("metrics/") for k in partitions(lake_dir)), "snapshots only, no day partition"

@@ -22,9 +22,10 @@ import pytest
 
 from acme.lake import Lake
 from acme.metrics.ingest import ingest_metrics_file
-from acme.metrics.storage import read_samples, read_snapshots
+from acme.metrics.storage import read_samples
 from acme.metrics.synth import write_synth_metrics
 from tests.integration.conftest import free_port
+from tests.metrics_support import read_snapshots, to_frame
 
 pytestmark = pytest.mark.integration
 DAY = date(2023, 7, 1)
@@ -108,7 +109,7 @@ def test_a_day_from_real_prometheus_matches_its_source_and_reingests_identically
 
     expected = source_series(prometheus["openmetrics"], "DCGM_FI_DEV_GPU_UTIL", "3")
     assert len(expected) == 5760
-    frame = read_samples(lake, "gpu_util", "seren", DAY).to_frame("seren", "%")
+    frame = to_frame(read_samples(lake, "gpu_util", "seren", DAY), "seren", "%")
     gpu3 = frame[frame["gpu"] == 3]
     stored = dict(zip(gpu3["timestamp"].astype("int64") // 1000, gpu3["value"].astype(float), strict=True))
     common = sorted(set(stored) & set(expected))
@@ -155,7 +156,7 @@ def test_a_snapshot_is_an_instant_query_of_real_prometheus(prometheus, tmp_path)
     assert lake.list("metrics") == [] and lake.list("metrics_snapshots")
     noon_ms = int(datetime(2023, 7, 1, 12, tzinfo=UTC).timestamp() * 1000)
     expected = source_series(prometheus["openmetrics"], "DCGM_FI_DEV_GPU_UTIL", "3")[noon_ms]
-    frame = read_snapshots(lake, "gpu_util", "seren", DAY).to_frame("seren", "%")
+    frame = to_frame(read_snapshots(lake, "gpu_util", "seren", DAY), "seren", "%")
     gpu3 = frame[frame["gpu"] == 3]
     assert gpu3["value"].tolist() == [expected]
     assert [t.timestamp() * 1000 for t in gpu3["timestamp"]] == [noon_ms]
@@ -179,6 +180,6 @@ def test_a_saved_real_answer_ingests_like_the_live_query_and_sharded_answers_pas
         client_options={"max_series_per_query": 4},  # queries carry Hostname=~"..." shard matchers
     )  # fmt: skip
     assert summary["samples"] == sharded["samples"] == 8 * 5760
-    file_frame = read_samples(from_file, "gpu_temp", "seren", DAY).to_frame("seren", "°C")
-    live_frame = read_samples(live, "gpu_temp", "seren", DAY).to_frame("seren", "°C")
+    file_frame = to_frame(read_samples(from_file, "gpu_temp", "seren", DAY), "seren", "°C")
+    live_frame = to_frame(read_samples(live, "gpu_temp", "seren", DAY), "seren", "°C")
     assert file_frame.equals(live_frame)

@@ -25,10 +25,11 @@ from hypothesis import strategies as st
 from acme.classify import load_classifier
 from acme.errors import InputError
 from acme.metrics.catalog import load_catalog
-from acme.metrics.exposition import parse_exposition, parse_exposition_file
+from acme.metrics.exposition import parse_exposition_file
 from acme.sources import sacct as sacct_module
 from acme.sources.base import LONG_LINE_HEAD_BYTES, check_input_size, iter_raw_lines
 from acme.sources.sacct import DEFAULT_FIELDS, parse_sacct, parse_sacct_file, read_sacct_file
+from tests.metrics_support import parse_exposition
 
 PLUGINS = Path(__file__).resolve().parents[2] / "plugins"
 HEADER = "|".join(DEFAULT_FIELDS)

@@ -45,6 +45,9 @@ def test_job_and_metric_plans_use_the_same_selection(tmp_path):
             "input": "/exports/k.prom",
             "day": "2023-07-01",
             "step_s": 15,
+            "snapshot": False,
+            "scrape_time": None,
+            "node": None,
         }
     ]
     with pytest.raises(ConfigError, match="kalos' has no metrics source"):

@@ -67,31 +67,35 @@ def metric_of_file(path: str | Path, catalog: Catalog) -> MetricSpec:
     return spec
 
 
+def _map_column(name: str, spec: MetricSpec, column_map: dict | None) -> tuple[str, int | None] | None:
+    """(node, gpu) of one column: from ``column_map``, the whole name (node metrics) or ``<node>-<gpu>``."""
+    if column_map and name in column_map:
+        node, gpu = column_map[name]
+        return str(node), None if gpu is None else int(gpu)
+    if not spec.per_gpu:
+        return name.strip(), None
+    match = _GPU_SUFFIX.match(name.strip())
+    return (match["node"], int(match["gpu"])) if match else None
+
+
 def map_columns(
     names: list[str], spec: MetricSpec, column_map: dict | None = None, max_gpus_per_node: int = 16
 ) -> tuple[list[tuple[str, int | None] | None], list[str]]:
     """(node, gpu) per column (None = unmappable) and notes about the mapping."""
     notes: list[str] = []
-    mapped: list[tuple[str, int | None] | None] = []
+    mapped = [_map_column(name, spec, column_map) for name in names]
     too_large = 0
-    for name in names:
-        if column_map and name in column_map:
-            node, gpu = column_map[name]
-            mapped.append((str(node), None if gpu is None else int(gpu)))
-            continue
-        if not spec.per_gpu:
-            mapped.append((name.strip(), None))
-            continue
-        match = _GPU_SUFFIX.match(name.strip())
-        if not match:
-            mapped.append(None)
-            continue
-        gpu = int(match["gpu"])
-        if gpu >= max_gpus_per_node:
+    for i, key in enumerate(mapped):
+        from_map = column_map is not None and names[i] in column_map
+        if (
+            spec.per_gpu
+            and not from_map
+            and key is not None
+            and key[1] is not None
+            and key[1] >= max_gpus_per_node
+        ):
             too_large += 1
-            mapped.append(None)
-            continue
-        mapped.append((match["node"], gpu))
+            mapped[i] = None
     if spec.per_gpu and names and too_large > len(names) / 2:
         raise InputError(
             ",".join(names[:3]) + ",...",
@@ -128,11 +132,8 @@ def parse_wide_csv(
 ) -> WideParse:
     """Parse one wide CSV of ``spec`` into samples sorted by (series, time); see the module doc."""
     import numpy as np
-    import pandas as pd
-    import pyarrow as pa
-    import pyarrow.csv as pacsv
 
-    from acme.metrics.storage import DAY_MS, Samples, day_start_ms, series_frame
+    from acme.metrics.storage import Samples, series_frame
     from acme.sources.base import rejects_frame
 
     path = str(path)
@@ -146,6 +147,45 @@ def parse_wide_csv(
     value_names = [name for i, name in enumerate(header) if i != time_index]
     mapped, notes = map_columns(value_names, spec, column_map)
     rejects: list[dict] = []
+    table, rows_in = _read_table(path, source_file, header, time_index, value_names, rejects)
+    ts_sorted, order = _rows_in_time_order(table, header[time_index], source_file, day, rejects, notes)
+    keyed = sorted(
+        (key[0], key[1] if key[1] is not None else -1, i) for i, key in enumerate(mapped) if key is not None
+    )
+    for i, key in enumerate(mapped):
+        if key is None:
+            rejects.append({"source_file": source_file, "source_line": 1,
+                            "reason": f"column {value_names[i]!r} cannot be mapped to a node/GPU (or repeats one)",
+                            "record": value_names[i][:200]})  # fmt: skip
+    matrix, present = _value_matrix(table, [value_names[i] for _, _, i in keyed], order)
+    del table
+    if scale != 1.0:
+        matrix *= scale
+    n_series, n_times = matrix.shape
+    series = series_frame(
+        node=[key[0] for key in keyed],
+        gpu=[key[1] for key in keyed],
+        uuid=[None] * n_series,
+        model=[None] * n_series,
+    )
+    value = matrix.reshape(-1)
+    ts = np.tile(ts_sorted, n_series)
+    series_id = np.repeat(np.arange(n_series, dtype=np.int32), n_times)
+    missing = 0
+    if present is not None:
+        flat = present.reshape(-1)
+        missing = int(flat.size - np.count_nonzero(flat))
+        value, ts, series_id = value[flat], ts[flat], series_id[flat]
+    samples = Samples(spec.name, series, series_id, ts, value, is_sorted=True, notes=notes)
+    return WideParse(samples, rejects_frame(rejects), rows_in, missing, notes)
+
+
+def _read_table(path: str, source_file: str, header, time_index: int, value_names, rejects: list[dict]):
+    """The CSV as an Arrow table (values float64, times text) and the rows read; short or long rows are
+    rejected with their line, and bad cells (text in a number column) through the slow path."""
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
+
     bad_rows: list[tuple[int, str, str]] = []
 
     def on_invalid_row(row) -> str:
@@ -172,13 +212,24 @@ def parse_wide_csv(
         rejects.append(
             {"source_file": source_file, "source_line": number, "reason": reason, "record": text[:500]}
         )
-    rows_in = table.num_rows + len(bad_rows)
+    return table, table.num_rows + len(bad_rows)
 
-    times = _parse_times(pd.Series(table.column(header[time_index]).to_numpy(zero_copy_only=False)))
+
+def _rows_in_time_order(
+    table, time_column: str, source_file: str, day, rejects: list[dict], notes: list[str]
+):
+    """(times in ms, sorted; the row order that sorts them) of the rows with a readable time (on ``day``
+    when given); unreadable times are rejected with their line."""
+    import numpy as np
+    import pandas as pd
+
+    from acme.metrics.storage import DAY_MS, day_start_ms
+
+    times = _parse_times(pd.Series(table.column(time_column).to_numpy(zero_copy_only=False)))
     bad_time = times.isna().to_numpy()
     ts_ms = times.to_numpy(dtype="datetime64[ms]", na_value=np.datetime64("NaT")).astype(np.int64)
     if bad_time.any():
-        texts = table.column(header[time_index]).to_pylist()
+        texts = table.column(time_column).to_pylist()
         for row in np.flatnonzero(bad_time)[:1000]:
             rejects.append({"source_file": source_file, "source_line": int(row) + 2,
                             "reason": f"Time {texts[row]!r} is not a time", "record": str(texts[row])[:200]})  # fmt: skip
@@ -190,22 +241,19 @@ def parse_wide_csv(
     order = row_index[np.argsort(ts_ms[row_index], kind="stable")]
     if len(order) and (np.diff(ts_ms[row_index]) < 0).any():
         notes.append(f"{source_file}: rows are not in time order; sorted")
-    ts_sorted = ts_ms[order]
+    return ts_ms[order], order
 
-    keyed = sorted(
-        (key[0], key[1] if key[1] is not None else -1, i) for i, key in enumerate(mapped) if key is not None
-    )
-    for i, key in enumerate(mapped):
-        if key is None:
-            rejects.append({"source_file": source_file, "source_line": 1,
-                            "reason": f"column {value_names[i]!r} cannot be mapped to a node/GPU (or repeats one)",
-                            "record": value_names[i][:200]})  # fmt: skip
-    n_series, n_times = len(keyed), len(order)
+
+def _value_matrix(table, columns: list[str], order):
+    """(values, presence or None when no cell is empty): one row per column, in the rows' ``order``."""
+    import numpy as np
+
+    n_series, n_times = len(columns), len(order)
     matrix = np.empty((n_series, n_times), dtype=np.float64)
     present = None
     identity = n_times == table.num_rows and bool((order == np.arange(n_times)).all())
-    for row, (_, _, column_index) in enumerate(keyed):
-        column = table.column(value_names[column_index])
+    for row, name in enumerate(columns):
+        column = table.column(name)
         values = (
             column.to_numpy(zero_copy_only=False)
             if column.num_chunks != 1
@@ -217,25 +265,7 @@ def parse_wide_csv(
                 present = np.ones((n_series, n_times), dtype=bool)
             nulls = column.is_null().to_numpy(zero_copy_only=False)
             present[row] = ~(nulls if identity else nulls[order])
-    del table
-    if scale != 1.0:
-        matrix *= scale
-    series = series_frame(
-        node=[key[0] for key in keyed],
-        gpu=[key[1] for key in keyed],
-        uuid=[None] * n_series,
-        model=[None] * n_series,
-    )
-    value = matrix.reshape(-1)
-    ts = np.tile(ts_sorted, n_series)
-    series_id = np.repeat(np.arange(n_series, dtype=np.int32), n_times)
-    missing = 0
-    if present is not None:
-        flat = present.reshape(-1)
-        missing = int(flat.size - np.count_nonzero(flat))
-        value, ts, series_id = value[flat], ts[flat], series_id[flat]
-    samples = Samples(spec.name, series, series_id, ts, value, is_sorted=True, notes=notes)
-    return WideParse(samples, rejects_frame(rejects), rows_in, missing, notes)
+    return matrix, present
 
 
 def _parse_times(texts: pd.Series) -> pd.Series:

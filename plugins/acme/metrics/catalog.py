@@ -112,9 +112,9 @@ class Catalog:
 
 def load_catalog(path: str | Path | None = None) -> Catalog:
     """The metric catalog (``ACME_METRICS_CATALOG`` or the bundled one), checked."""
-    from acme import config
+    from acme import settings
 
-    return _load(str(path or config.metrics_catalog_path()))
+    return _load(str(path or settings.metrics().catalog))
 
 
 @lru_cache(maxsize=8)

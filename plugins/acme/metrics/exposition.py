@@ -161,27 +161,6 @@ class TimeOptions:
     default_node: str | None = None  # --node
 
 
-def parse_exposition(
-    text: str,
-    catalog: Catalog,
-    *,
-    source_file: str = "<text>",
-    default_time_ms: int | None = None,
-    scrape_time_ms: int | None = None,
-    default_node: str | None = None,
-    openmetrics: bool | None = None,
-) -> ExpositionResult:
-    """Parse exposition text into samples per catalog metric, plus rejects (see the module doc)."""
-    if openmetrics is None:
-        openmetrics = text.rstrip().endswith("# EOF")
-    lines = text.split("\n")  # the format's line end; str.splitlines would also split on \x1e, \x85...
-    if lines and lines[-1] == "":
-        lines.pop()
-    numbered = ((number, line, 0) for number, line in enumerate(lines, start=1))
-    options = TimeOptions(scrape_time_ms, default_time_ms, "default time", default_node)
-    return _parse_lines(numbered, catalog, source_file, options, openmetrics, 0)
-
-
 def parse_exposition_file(
     path: str | Path,
     catalog: Catalog,
@@ -194,7 +173,7 @@ def parse_exposition_file(
     chunk_bytes: int | None = None,
     max_line_bytes: int | None = None,
 ) -> ExpositionResult:
-    """:func:`parse_exposition` of a file read ``chunk_bytes`` at a time (undecodable bytes
+    """Parse an exposition file read ``chunk_bytes`` at a time (undecodable bytes
     replaced): the same result without the text in memory, only the samples (20 bytes each).
     A line above ``max_line_bytes`` (default ``acme.sources.base.MAX_LINE_BYTES``) is rejected
     with its length, only its head read into memory. Without ``default_time_ms`` the file's
@@ -304,7 +283,9 @@ def _parse_lines(
                 np.array(values, dtype=np.float64),
             )
         )
-        ids.clear(), stamps.clear(), values.clear()
+        ids.clear()
+        stamps.clear()
+        values.clear()
 
     for number, raw, too_long in lines:
         count = number
@@ -363,8 +344,8 @@ def _parse_lines(
         elif scrape_time is not None and flag_time is None:
             ts, source = scrape_time, "# scrape_time comment"
         else:
-            ts, source = fallback
-            if ts is None:
+            fallback_ts, source = fallback
+            if fallback_ts is None:
                 reject(
                     number,
                     "no timestamp: none on the sample, no --scrape-time, no '# scrape_time' and none "
@@ -372,6 +353,7 @@ def _parse_lines(
                     raw,
                 )
                 continue
+            ts = fallback_ts
         spec = wanted.get(name)
         if spec is None:
             skipped[name] += 1
@@ -397,11 +379,12 @@ def _parse_lines(
     samples = {}
     for metric in columns:
         flush(metric)
-        parts = arrays.pop(metric)
+        chunks = arrays.pop(metric)
+        merged_ids, merged_ms, merged_values = (
+            np.concatenate([chunk[i] for chunk in chunks]) for i in range(3)
+        )
         samples[metric] = Samples(
-            metric,
-            series_frame(series_rows[metric]),
-            *(np.concatenate([p[i] for p in parts]) for i in range(3)),
+            metric, series_frame(series_rows[metric]), merged_ids, merged_ms, merged_values
         )
     return ExpositionResult(
         samples, rejects_frame(rejects), count, helps, types, dict(skipped), scrapes, time_counts, samples_in

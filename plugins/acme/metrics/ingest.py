@@ -45,6 +45,7 @@ from datetime import date, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from acme import lake_keys
 from acme.errors import ConfigError, InputError, InputNotFoundError
 from acme.metrics.validate import MetricsThresholdError
 
@@ -54,7 +55,6 @@ if TYPE_CHECKING:
     from acme.clusters import Cluster
     from acme.lake import Lake
     from acme.metrics.catalog import Catalog
-    from acme.metrics.storage import Samples
 
 FORMATS = ("prometheus", "prometheus-json", "exporter-text", "acmetrace-csv")
 SCRAPE_SUFFIXES = (".prom", ".txt", ".metrics")
@@ -87,20 +87,11 @@ def ingest_metrics_file(
 ) -> dict[str, Any]:
     """Ingest one input (see the module doc); returns the run's summary."""
     from acme.metrics.catalog import load_catalog
-    from acme.metrics.exposition import parse_scrape_time
 
-    if fmt not in FORMATS:
-        raise InputError(input, f"unknown metrics format {fmt!r}; expected one of {', '.join(FORMATS)}")
     if isinstance(day, str):
         day = date.fromisoformat(day)
-    scrape_ms = None
-    if scrape_time is not None:
-        scrape_ms = parse_scrape_time(str(scrape_time))
-        if scrape_ms is None:
-            raise InputError(input, f"--scrape-time {scrape_time!r} is neither RFC 3339 nor epoch seconds")
     catalog = catalog or load_catalog()
-    if metric is not None:
-        catalog[metric]  # an unknown name fails here, listing the catalog
+    scrape_ms = _checked_options(fmt, input, scrape_time, catalog, metric)
     key = input_key(fmt, input, day) if not snapshot else input_key(f"{fmt}-snapshot", input, day)
     summary: dict[str, Any] = {
         "input": input, "format": fmt, "cluster": cluster, "day": day.isoformat() if day else None,
@@ -113,44 +104,80 @@ def ingest_metrics_file(
     for spec_name, samples, rejects in _read_input(
         fmt, input, day, catalog, metrics, step_s, session, client_options, summary, options
     ):
-        spec = catalog[spec_name]
         outcome = _ingest_metric(
-            lake, catalog, spec, cluster, key, input, samples, day, step_s, rejects,
+            lake, catalog, catalog[spec_name], cluster, key, input, samples, day, step_s, rejects,
             (expected_series or {}).get(spec_name), max_quarantine_share, min_coverage, snapshot,
         )  # fmt: skip
         reports[spec_name] = outcome["report"]
         summary["quarantined"] += outcome["quarantined"]
         if outcome.get("error"):
             failures.append(outcome["error"])
-            continue
-        if snapshot and not outcome["samples"]:
-            summary["notes"].append(f"{spec_name}: no sample to store")
-            continue
-        summary["metrics"].append(spec_name)
-        summary["samples"] += outcome["samples"]
-        summary["series"] += outcome["series"]
-        summary["partitions"].extend(p["path"] for p in outcome["partitions"])
-        summary["bytes"] += sum(p["bytes"] for p in outcome["partitions"])
-        summary.setdefault("per_metric", {})[spec_name] = {
-            "samples": outcome["samples"],
-            "bytes_per_sample": outcome["partitions"][0]["bytes_per_sample"]
-            if outcome["partitions"]
-            else None,
-        }
-    orphans = summary.pop("_orphan_rejects", None)
-    if orphans is not None and len(orphans):  # malformed lines of an input without any catalog metric
-        summary["quarantined"] += len(orphans)
-        _write_parse_rejects(lake, cluster, key, day, orphans)
+        else:
+            _add_outcome(summary, spec_name, outcome, snapshot)
+    _write_orphan_rejects(lake, cluster, key, day, summary)
     summary["bytes_per_sample"] = (
         round(summary["bytes"] / summary["samples"], 3) if summary["samples"] else None
     )
-    report_day = day or _first_day(reports)
     summary["validation"] = lake.write_json(
-        f"validation/metrics/cluster={cluster}/date={report_day or 'undated'}/{key}.json",
+        lake_keys.validation_metrics(cluster, day or _first_day(reports), f"{key}.json"),
         {"input": input, "format": fmt, "cluster": cluster, "day": day, "metrics": reports,
          "notes": summary["notes"], "skipped_metrics": summary["skipped_metrics"], "mode": summary["mode"],
          "time_sources": summary["time_sources"]},
     )  # fmt: skip
+    _raise_unless_stored(summary, reports, failures, input, day, snapshot)
+    return summary
+
+
+def _checked_options(
+    fmt: str, input: str, scrape_time: str | None, catalog: Catalog, metric: str | None
+) -> int | None:
+    """Refuse an unknown format, scrape time or metric before reading anything; the scrape time in ms."""
+    from acme.metrics.exposition import parse_scrape_time
+
+    if fmt not in FORMATS:
+        raise InputError(input, f"unknown metrics format {fmt!r}; expected one of {', '.join(FORMATS)}")
+    if metric is not None:
+        catalog[metric]  # an unknown name fails here, listing the catalog
+    if scrape_time is None:
+        return None
+    scrape_ms = parse_scrape_time(str(scrape_time))
+    if scrape_ms is None:
+        raise InputError(input, f"--scrape-time {scrape_time!r} is neither RFC 3339 nor epoch seconds")
+    return scrape_ms
+
+
+def _add_outcome(summary: dict[str, Any], name: str, outcome: dict[str, Any], snapshot: bool) -> None:
+    """Count one published metric in the run's summary."""
+    if snapshot and not outcome["samples"]:
+        summary["notes"].append(f"{name}: no sample to store")
+        return
+    summary["metrics"].append(name)
+    summary["samples"] += outcome["samples"]
+    summary["series"] += outcome["series"]
+    summary["partitions"].extend(p["path"] for p in outcome["partitions"])
+    summary["bytes"] += sum(p["bytes"] for p in outcome["partitions"])
+    first = outcome["partitions"][0] if outcome["partitions"] else None
+    summary.setdefault("per_metric", {})[name] = {
+        "samples": outcome["samples"],
+        "bytes_per_sample": first["bytes_per_sample"] if first else None,
+    }
+
+
+def _write_orphan_rejects(
+    lake: Lake, cluster: str, key: str, day: date | None, summary: dict[str, Any]
+) -> None:
+    """Malformed lines of an input without any catalog metric: quarantined on their own."""
+    orphans = summary.pop("_orphan_rejects", None)
+    if orphans is not None and len(orphans):
+        summary["quarantined"] += len(orphans)
+        _write_parse_rejects(lake, cluster, key, day, orphans)
+
+
+def _raise_unless_stored(
+    summary: dict[str, Any], reports: dict[str, Any], failures: list[str], input: str, day: date | None,
+    snapshot: bool,
+) -> None:  # fmt: skip
+    """An input that stored nothing, or a metric over its thresholds, fails the run, saying why."""
     if not reports:
         summary["notes"].append(f"{input}: no samples of any catalog metric")
         if day is not None:  # an idle GPU still reports: a day without any sample is an outage
@@ -162,7 +189,6 @@ def ingest_metrics_file(
         raise MetricsThresholdError("; ".join(failures))
     if not summary["partitions"]:
         raise InputError(input, _nothing_stored(summary, day, snapshot))
-    return summary
 
 
 def _nothing_stored(summary: dict[str, Any], day: date | None, snapshot: bool) -> str:
@@ -216,7 +242,9 @@ def _ingest_metric(
     report["quarantine"] = _write_quarantine(
         lake, cluster, key, day or _first_day({spec.name: report}), spec.name, quarantined
     )
-    result = {"report": report, "quarantined": len(quarantined), "samples": 0, "series": 0, "partitions": []}
+    result: dict[str, Any] = {
+        "report": report, "quarantined": len(quarantined), "samples": 0, "series": 0, "partitions": []
+    }  # fmt: skip
     try:
         check_thresholds(report, source, max_share, 0.0 if snapshot else min_cov)
     except MetricsThresholdError as exc:
@@ -232,9 +260,9 @@ def _ingest_metric(
             result["partitions"].append(_publish(lake, spec, cluster, part_day, part, source))
     if snapshot:  # a re-run with another --scrape-time replaces the snapshot it dated elsewhere
         written = {snapshot_key(spec.name, cluster, d, key) for d in by_day}
-        for stale in lake.list(f"metrics_snapshots/metric={spec.name}/cluster={cluster}"):
+        for stale in lake.list(lake_keys.metric_snapshots(spec.name, cluster)):
             if stale.endswith(f"/{key}.parquet") and stale not in written:
-                lake.delete_prefix(stale)
+                lake.remove(stale)
     result["samples"] = sum(p["samples"] for p in result["partitions"]) if snapshot else len(outcome.accepted)
     result["series"] = report["series"]
     return result
@@ -302,10 +330,27 @@ def _read_prometheus(uri, day, catalog, metrics, step_s, session, client_options
 
 def _read_saved_answer(uri, day, catalog, metrics, summary, options):
     """A saved ``/api/v1/query_range`` or ``/api/v1/query`` answer: its series per catalog metric."""
+    from acme.metrics.prometheus import matrix_to_samples
+
+    groups = _series_by_metric(uri, _saved_series(uri, options), catalog, summary, options)
+    _check_node_labels(uri, groups, catalog, options)
+    for name in sorted(groups):
+        if metrics and name not in metrics:
+            continue
+        spec = catalog[name]
+        samples = matrix_to_samples(groups[name], spec, options["node"])
+        if not options["metric"]:
+            samples.value = samples.value * spec.scale  # raw exporter values, as in a scrape
+        sources = summary["time_sources"]
+        sources["sample timestamp"] = sources.get("sample timestamp", 0) + len(samples)
+        yield name, samples, None
+
+
+def _saved_series(uri: str, options: dict[str, Any]) -> list[dict]:
+    """The series of a saved answer, after checking that it is a usable one (status, result type)."""
     import json
 
-    from acme.metrics.exposition import series_key
-    from acme.metrics.prometheus import check_answer, matrix_to_samples, vector_to_matrix
+    from acme.metrics.prometheus import check_answer, vector_to_matrix
 
     path = Path(uri)
     if not path.exists():
@@ -334,7 +379,11 @@ def _read_saved_answer(uri, day, catalog, metrics, summary, options):
     result = data.get("result") or []
     if not result:
         raise InputError(uri, "the answer holds no series (its query matched nothing); nothing to store")
-    series = result if kind == "matrix" else vector_to_matrix(result)
+    return result if kind == "matrix" else vector_to_matrix(result)
+
+
+def _series_by_metric(uri, series, catalog, summary, options) -> dict[str, list[dict]]:
+    """The series routed to catalog metrics by ``__name__`` (or ``--metric``); others skipped and counted."""
     by_exporter = catalog.by_exporter_name()
     chosen = catalog[options["metric"]] if options["metric"] else None
     groups: dict[str, list[dict]] = {}
@@ -358,6 +407,12 @@ def _read_saved_answer(uri, day, catalog, metrics, summary, options):
         )
     if not groups:
         raise InputError(uri, _no_catalog_metric(summary["skipped_metrics"]))
+    return groups
+
+
+def _check_node_labels(uri, groups, catalog, options) -> None:
+    from acme.metrics.exposition import series_key
+
     for name, items in groups.items():
         spec = catalog[name]
         nodeless = sum(series_key(i["metric"], spec, options["node"]) is None for i in items)
@@ -367,67 +422,25 @@ def _read_saved_answer(uri, day, catalog, metrics, summary, options):
                 f"{nodeless} series of {spec.exporter or spec.name} carry no node label "
                 f"({', '.join(spec.labels['node'])}): give the host with --node",
             )
-    for name in sorted(groups):
-        if metrics and name not in metrics:
-            continue
-        spec = catalog[name]
-        samples = matrix_to_samples(groups[name], spec, options["node"])
-        if not options["metric"]:
-            samples.value = samples.value * spec.scale  # raw exporter values, as in a scrape
-        sources = summary["time_sources"]
-        sources["sample timestamp"] = sources.get("sample timestamp", 0) + len(samples)
-        yield name, samples, None
 
 
 def _read_exporter_text(uri, day, catalog, metrics, summary, options):
-    import numpy as np
+    from acme.metrics.exposition import read_exposition_files
+    from acme.metrics.storage import concat_samples
 
-    from acme.metrics.exposition import NO_NODE, read_exposition_files
-    from acme.metrics.storage import DAY_MS, concat_samples
-
-    path = Path(uri)
-    if not path.exists():
-        raise InputNotFoundError(uri, "no such file or folder (not arrived yet?)")
-    files = sorted(p for p in path.iterdir() if p.suffix in SCRAPE_SUFFIXES) if path.is_dir() else [path]
-    if not files:
-        raise InputError(uri, f"no scrape files ({', '.join(SCRAPE_SUFFIXES)}) in the folder")
     results = read_exposition_files(
-        files, catalog, scrape_time_ms=options["scrape_ms"], default_node=options["node"]
+        _scrape_files(uri), catalog, scrape_time_ms=options["scrape_ms"], default_node=options["node"]
     )
     rejects = _concat_all([r.rejects for r in results])
-    summary["samples_in"] = sum(r.samples_in for r in results)
-    for result in results:
-        for name, count in result.skipped_metrics.items():
-            summary["skipped_metrics"][name] = summary["skipped_metrics"].get(name, 0) + count
-        for source, count in result.time_sources.items():
-            summary["time_sources"][source] = summary["time_sources"].get(source, 0) + count
-    if rejects is not None and len(rejects):
-        nodeless = rejects["reason"].str.startswith(NO_NODE)
-        if nodeless.any():
-            first = rejects[nodeless].iloc[0]
-            raise InputError(
-                uri,
-                f"{int(nodeless.sum())} sample(s) of catalog metrics carry no node label (first at "
-                f"{first['source_file']}:{first['source_line']}): a scrape taken at one host's exporter "
-                "needs that host's name, give it with --node",
-            )
+    _count_scrapes(results, summary)
+    _refuse_nodeless(uri, rejects)
     names = sorted({m for r in results for m in r.samples})
     if not names and summary["skipped_metrics"]:
         raise InputError(uri, _no_catalog_metric(summary["skipped_metrics"]))
     if day is not None and names:
-        start = (day - date(1970, 1, 1)).days * DAY_MS
-        arrays = [r.samples[m].ts_ms for r in results for m in r.samples]
-        if not any(np.any((ts >= start) & (ts < start + DAY_MS)) for ts in arrays):
-            first = date(1970, 1, 1) + timedelta(milliseconds=min(int(ts.min()) for ts in arrays))
-            last = date(1970, 1, 1) + timedelta(milliseconds=max(int(ts.max()) for ts in arrays))
-            found = str(first) if first == last else f"{first} to {last}"
-            sources = ", ".join(f"{k}: {v}" for k, v in summary["time_sources"].items())
-            raise InputError(
-                uri,
-                f"no sample falls on {day}: the samples' times ({sources}) fall on {found}; "
-                "give the time the scrape was taken with --scrape-time"
-                + ("" if options["snapshot"] else ", or store a one-off scrape with --snapshot"),
-            )
+        _refuse_other_days(
+            uri, day, [r.samples[m].ts_ms for r in results for m in r.samples], summary, options
+        )
     if metrics:
         names = [m for m in names if m in metrics]
     for i, name in enumerate(names):
@@ -437,6 +450,64 @@ def _read_exporter_text(uri, day, catalog, metrics, summary, options):
     if not names and rejects is not None and len(rejects):
         summary["notes"].append(f"{uri}: {len(rejects)} malformed line(s) and no sample of a catalog metric")
         summary["_orphan_rejects"] = rejects
+
+
+def _scrape_files(uri: str) -> list[Path]:
+    path = Path(uri)
+    if not path.exists():
+        raise InputNotFoundError(uri, "no such file or folder (not arrived yet?)")
+    files = sorted(p for p in path.iterdir() if p.suffix in SCRAPE_SUFFIXES) if path.is_dir() else [path]
+    if not files:
+        raise InputError(uri, f"no scrape files ({', '.join(SCRAPE_SUFFIXES)}) in the folder")
+    return files
+
+
+def _count_scrapes(results, summary) -> None:
+    """Samples read, metrics skipped (outside the catalog) and where the samples' times came from."""
+    summary["samples_in"] = sum(r.samples_in for r in results)
+    for result in results:
+        for name, count in result.skipped_metrics.items():
+            summary["skipped_metrics"][name] = summary["skipped_metrics"].get(name, 0) + count
+        for source, count in result.time_sources.items():
+            summary["time_sources"][source] = summary["time_sources"].get(source, 0) + count
+
+
+def _refuse_nodeless(uri, rejects) -> None:
+    """Samples without a node label refuse the input, naming --node."""
+    from acme.metrics.exposition import NO_NODE
+
+    if rejects is None or not len(rejects):
+        return
+    nodeless = rejects["reason"].str.startswith(NO_NODE)
+    if nodeless.any():
+        first = rejects[nodeless].iloc[0]
+        raise InputError(
+            uri,
+            f"{int(nodeless.sum())} sample(s) of catalog metrics carry no node label (first at "
+            f"{first['source_file']}:{first['source_line']}): a scrape taken at one host's exporter "
+            "needs that host's name, give it with --node",
+        )
+
+
+def _refuse_other_days(uri, day, arrays, summary, options) -> None:
+    """An ingest for ``day`` whose samples all fall on other days says where their times came from."""
+    import numpy as np
+
+    from acme.metrics.storage import DAY_MS
+
+    start = (day - date(1970, 1, 1)).days * DAY_MS
+    if any(np.any((ts >= start) & (ts < start + DAY_MS)) for ts in arrays):
+        return
+    first = date(1970, 1, 1) + timedelta(milliseconds=min(int(ts.min()) for ts in arrays))
+    last = date(1970, 1, 1) + timedelta(milliseconds=max(int(ts.max()) for ts in arrays))
+    found = str(first) if first == last else f"{first} to {last}"
+    sources = ", ".join(f"{k}: {v}" for k, v in summary["time_sources"].items())
+    raise InputError(
+        uri,
+        f"no sample falls on {day}: the samples' times ({sources}) fall on {found}; "
+        "give the time the scrape was taken with --scrape-time"
+        + ("" if options["snapshot"] else ", or store a one-off scrape with --snapshot"),
+    )
 
 
 def _read_wide_csv(uri, day, catalog, metrics, summary):
@@ -496,10 +567,9 @@ def _write_quarantine(lake, cluster, key, day, metric, quarantined) -> str | Non
     """Replace this input's quarantine for one metric (removing a stale one when nothing failed)."""
     import pyarrow as pa
 
-    target = f"quarantine/metrics/cluster={cluster}/date={day or 'undated'}/{key}-{metric}.parquet"
+    target = lake_keys.quarantine_metrics(cluster, day, f"{key}-{metric}.parquet")
     if quarantined is None or not len(quarantined):
-        if lake.exists(target):
-            lake.delete_prefix(target)
+        lake.remove(target)
         return None
     frame = quarantined.reset_index(drop=True).astype(
         {"node": "object", "uuid": "object", "record": "object"}
@@ -510,7 +580,7 @@ def _write_quarantine(lake, cluster, key, day, metric, quarantined) -> str | Non
 def _write_parse_rejects(lake, cluster, key, day, rejects) -> str:
     import pyarrow as pa
 
-    target = f"quarantine/metrics/cluster={cluster}/date={day or 'undated'}/{key}-_parse.parquet"
+    target = lake_keys.quarantine_metrics(cluster, day, f"{key}-_parse.parquet")
     return lake.write_parquet(
         target, pa.Table.from_pandas(rejects.reset_index(drop=True), preserve_index=False)
     )
@@ -521,15 +591,16 @@ def _first_day(reports: dict[str, Any]) -> str | None:
     return days[0] if days else None
 
 
-def read_samples_frame(
-    lake: Lake, metric: str, cluster: str, day: date, unit: str | None = None
-) -> pd.DataFrame:
-    """The canonical long form of a stored metric-day (for small reads and tests)."""
-    from acme.metrics.catalog import load_catalog
-    from acme.metrics.storage import read_samples
-
-    samples: Samples = read_samples(lake, metric, cluster, day)
-    return samples.to_frame(cluster, unit or load_catalog()[metric].unit)
+def ingest_planned_input(lake: Lake, planned: dict[str, Any]) -> dict[str, Any]:
+    """Ingest one input of :func:`plan_metric_inputs`'s plan; returns the run's manifest (cluster, day,
+    mode, samples, series, quarantined, metrics, partitions), what the DAG's Asset event carries."""
+    summary = ingest_metrics_file(
+        lake, planned["format"], planned["cluster"], planned["input"], planned["day"],
+        step_s=planned["step_s"], snapshot=planned["snapshot"], scrape_time=planned["scrape_time"],
+        node=planned["node"],
+    )  # fmt: skip
+    keys = ("cluster", "day", "mode", "samples", "series", "quarantined", "metrics", "partitions")
+    return {key: summary[key] for key in keys}
 
 
 def plan_metric_inputs(
@@ -538,38 +609,48 @@ def plan_metric_inputs(
     cluster: str = "all",
     source: str = "configured",
     input_uri: str | None = None,
+    *,
+    snapshot: bool | None = None,
+    scrape_time: str | None = None,
+    node: str | None = None,
 ) -> list[dict[str, Any]]:
-    """One dict per selected cluster: cluster, format, input, day, step_s.
+    """One dict per selected cluster: cluster, format, input, day, step_s, snapshot, scrape_time, node.
 
     ``source`` other than ``configured`` reads ``input_uri`` in that format (a manual run over
     an exported file); clusters without a metrics source are skipped unless asked for by name.
+    ``snapshot``, ``scrape_time`` and ``node`` (the manual-run Params, named as the CLI's flags
+    ``--snapshot``, ``--scrape-time``, ``--node``) override the cluster's settings when not None
+    (a manual ``source`` takes only these, not the cluster's); ``{ds}`` in a scrape time is the
+    run's UTC day.
     """
-    from acme.clusters import METRIC_FORMATS, selected_clusters
+    from acme.clusters import METRIC_FORMATS, MetricSource, check_scrape_time, selected_clusters
 
+    if scrape_time is not None:
+        scrape_time = check_scrape_time(scrape_time, "Param scrape_time (--scrape-time)")
+    if node is not None and not str(node).strip():
+        node = None
     planned = []
     for name in selected_clusters(clusters, cluster, source, METRIC_FORMATS, input_uri):
         configured = clusters[name].metrics
         if source != "configured":
-            step = configured.step_s if configured else 15
-            planned.append(
-                {
-                    "cluster": name,
-                    "format": source,
-                    "input": input_uri,
-                    "day": day.isoformat(),
-                    "step_s": step,
-                }
-            )
+            settings = MetricSource(source, str(input_uri), configured.step_s if configured else 15)
         elif configured is not None:
-            planned.append(
-                {
-                    "cluster": name,
-                    "format": configured.format,
-                    "input": input_uri or configured.input_for(name, day),
-                    "day": day.isoformat(),
-                    "step_s": configured.step_s,
-                }
-            )
+            settings = configured
         elif cluster != "all":
             raise ConfigError(f"cluster {name!r} has no metrics source in the cluster configuration")
+        else:
+            continue
+        chosen_time = scrape_time if scrape_time is not None else settings.scrape_time
+        planned.append(
+            {
+                "cluster": name,
+                "format": settings.format,
+                "input": input_uri or settings.input_for(name, day),
+                "day": day.isoformat(),
+                "step_s": settings.step_s,
+                "snapshot": settings.snapshot if snapshot is None else bool(snapshot),
+                "scrape_time": None if chosen_time is None else chosen_time.format(ds=day.isoformat()),
+                "node": node if node is not None else settings.node,
+            }
+        )
     return planned

@@ -32,13 +32,12 @@ import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import date
 from typing import TYPE_CHECKING, Any
 
 from acme.errors import AcmeError
 
 if TYPE_CHECKING:
-    from acme.metrics.catalog import Catalog, MetricSpec
+    from acme.metrics.catalog import MetricSpec
     from acme.metrics.storage import Samples
 
 PROMETHEUS_MAX_POINTS = 11_000
@@ -233,7 +232,7 @@ def query_matchers(query: str) -> list[tuple[str, str, str]]:
     """(label, operator, value) of every label matcher in the query (values unescaped)."""
     from acme.metrics.exposition import unescape
 
-    matchers = []
+    matchers: list[tuple[str, str, str]] = []
     for block in re.findall(r"\{([^}]*)\}", query):
         matchers.extend((label, op, unescape(value)) for label, op, value in _MATCHER.findall(block))
     return matchers
@@ -257,38 +256,47 @@ def check_answer(
         return f"the {result_type} result is a {type(result).__name__}, not a list of series"
     names = query_names(query) if query else set()
     matchers = [(label, op, value, _matcher(op, value)) for label, op, value in query_matchers(query or "")]
-    slack = max(step_s, 1.0)
     for number, item in enumerate(result, start=1):
-        labels = item.get("metric") if isinstance(item, dict) else None
-        points = (
-            (item.get("values") if result_type == "matrix" else [item.get("value")])
-            if labels is not None
-            else None
+        problem = _series_problem(number, item, result_type, names, matchers, window, max(step_s, 1.0))
+        if problem:
+            return problem
+    return None
+
+
+def _series_problem(number, item, result_type, names, matchers, window, slack) -> str | None:
+    """What is wrong with one series of an answer (None when nothing)."""
+    labels = item.get("metric") if isinstance(item, dict) else None
+    points = (
+        (item.get("values") if result_type == "matrix" else [item.get("value")])
+        if labels is not None
+        else None
+    )
+    if not isinstance(labels, dict) or not isinstance(points, list):
+        return (
+            f"series {number} is not a {{metric, {'values' if result_type == 'matrix' else 'value'}}} object"
         )
-        if not isinstance(labels, dict) or not isinstance(points, list):
-            return f"series {number} is not a {{metric, {'values' if result_type == 'matrix' else 'value'}}} object"
-        name = labels.get("__name__")
-        if name is not None and names and name not in names:
+    name = labels.get("__name__")
+    if name is not None and names and name not in names:
+        return f"the answer does not belong to the query: series {number} is {name}, not {' or '.join(sorted(names))}"
+    for label, op, value, accepts in matchers:
+        if label != "__name__" and label in labels and not accepts(labels[label]):
             return (
-                f"the answer does not belong to the query: series {number} is {name}, "
-                f"not {' or '.join(sorted(names))}"
+                f"the answer does not belong to the query: series {number} has {label}={labels[label]!r}, "
+                f"the query asks {label}{op}{value!r}"
             )
-        for label, op, value, accepts in matchers:
-            if label != "__name__" and label in labels and not accepts(labels[label]):
-                return (
-                    f"the answer does not belong to the query: series {number} has {label}={labels[label]!r}, "
-                    f"the query asks {label}{op}{value!r}"
-                )
-        if window is not None:
-            for point in points[:1] + points[-1:]:  # Prometheus returns a series' points in time order
-                t = _point_time(point)
-                if t is None:
-                    return f"series {number} has a point that is not [time, value]: {str(point)[:60]}"
-                if t < window[0] - slack or t > window[1] + slack:
-                    return (
-                        f"series {number} has a point at {_iso(t)}, outside the asked "
-                        f"[{_iso(window[0])}, {_iso(window[1])}]"
-                    )
+    return _points_problem(number, points, window, slack) if window is not None else None
+
+
+def _points_problem(number, points, window, slack) -> str | None:
+    for point in points[:1] + points[-1:]:  # Prometheus returns a series' points in time order
+        t = _point_time(point)
+        if t is None:
+            return f"series {number} has a point that is not [time, value]: {str(point)[:60]}"
+        if t < window[0] - slack or t > window[1] + slack:
+            return (
+                f"series {number} has a point at {_iso(t)}, outside the asked "
+                f"[{_iso(window[0])}, {_iso(window[1])}]"
+            )
     return None
 
 
@@ -383,21 +391,3 @@ def matrix_to_samples(result: list[dict], spec: MetricSpec, default_node: str | 
     if skipped:
         samples.notes.append(f"{skipped} series of {spec.name} had no label giving the node and were skipped")
     return samples
-
-
-def fetch_day(
-    client: PrometheusClient,
-    catalog: Catalog,
-    day: date,
-    step_s: float = 15,
-    metrics: list[str] | None = None,
-) -> dict[str, Samples]:
-    """Every catalog metric with PromQL (or those named) for one UTC day."""
-    from datetime import UTC, datetime
-
-    start = datetime(day.year, day.month, day.day, tzinfo=UTC).timestamp()
-    chosen = [catalog[m] for m in metrics] if metrics else [s for s in catalog if s.promql]
-    return {
-        spec.name: matrix_to_samples(client.fetch(spec, start, start + 86400, step_s), spec)
-        for spec in chosen
-    }

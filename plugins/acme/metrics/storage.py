@@ -4,7 +4,7 @@ The canonical long form of a sample is ``(cluster, metric, node, gpu, uuid, time
 unit)`` (``gpu`` and ``uuid`` null for node-level metrics). In memory a metric's samples are a
 :class:`Samples`: a small table of series (node, gpu, uuid, model, gpu_instance) and three long arrays
 (series id, epoch milliseconds, value), so that tens of millions of samples never become
-Python objects or string columns. ``Samples.to_frame`` gives the long form as a DataFrame.
+Python objects or string columns (``tests/metrics_support.to_frame`` gives the long form as a DataFrame).
 
 Layout (one file per metric, cluster and UTC day; cluster and metric are Hive partitions)::
 
@@ -29,7 +29,7 @@ Encoding of ``samples.parquet`` (what keeps a sample at about one byte; see the 
 
 Rollups are written with the samples, from the same arrays, so later steps (CDFs, per-GPU
 timelines) never need a month of raw samples: a month's CDF is the sum of 30 histograms of
-``bins`` counts each (:func:`merge_histograms`, :func:`quantiles`).
+``bins`` counts each (summed in SQL by the report; :func:`quantiles` and :func:`cdf` read the sum).
 
 Idempotency: a partition is replaced, never appended to. When the incoming samples of a day
 cover only part of it (e.g. a wide CSV in local time spans two UTC days), the existing samples
@@ -42,9 +42,10 @@ from __future__ import annotations
 import io
 import math
 from dataclasses import dataclass, field
-from datetime import date, datetime, timedelta
+from datetime import date, timedelta
 from typing import TYPE_CHECKING, Any
 
+from acme import lake_keys
 from acme.metrics.catalog import MetricSpec
 
 if TYPE_CHECKING:
@@ -89,24 +90,6 @@ class Samples:
             self.metric, self.series, self.series_id[index], self.ts_ms[index], self.value[index],
             self.is_sorted, list(self.notes),
         )  # fmt: skip
-
-    def to_frame(self, cluster: str, unit: str) -> pd.DataFrame:
-        """The canonical long form (small data and tests; the pipeline keeps arrays)."""
-        import pandas as pd
-
-        series = self.series.iloc[self.series_id]
-        return pd.DataFrame(
-            {
-                "cluster": cluster,
-                "metric": self.metric,
-                "node": series["node"].to_numpy(),
-                "gpu": pd.array(series["gpu"].to_numpy(), dtype="Int16"),
-                "uuid": series["uuid"].to_numpy(),
-                "timestamp": pd.to_datetime(self.ts_ms, unit="ms", utc=True),
-                "value": self.value,
-                "unit": unit,
-            }
-        )
 
 
 def series_frame(rows: list[tuple] | None = None, **columns) -> pd.DataFrame:
@@ -473,34 +456,6 @@ def histogram(values: np.ndarray, spec: MetricSpec) -> Histogram:
     return Histogram(spec.name, low, high, counts, underflow, overflow)
 
 
-def merge_histograms(histograms: list[Histogram]) -> Histogram:
-    """Sum of histograms of the same metric and bins (e.g. the days of a month)."""
-    import numpy as np
-
-    if not histograms:
-        raise ValueError("no histograms to merge")
-    first = histograms[0]
-    for other in histograms[1:]:
-        if (other.metric, other.low, other.high, other.bins) != (
-            first.metric,
-            first.low,
-            first.high,
-            first.bins,
-        ):
-            raise ValueError(
-                f"cannot merge histograms with different bins: {first.metric} [{first.low}, {first.high}) × "
-                f"{first.bins} and {other.metric} [{other.low}, {other.high}) × {other.bins}"
-            )
-    return Histogram(
-        first.metric,
-        first.low,
-        first.high,
-        np.sum([h.counts for h in histograms], axis=0),
-        sum(h.underflow for h in histograms),
-        sum(h.overflow for h in histograms),
-    )
-
-
 def quantiles(hist: Histogram, q) -> np.ndarray:
     """Values at quantiles ``q`` (0..1), interpolated inside bins; clamped to [low, high]."""
     import numpy as np
@@ -546,38 +501,33 @@ def histogram_table(hist: Histogram) -> pa.Table:
     return table.replace_schema_metadata({"acme.metric": hist.metric})
 
 
-def histogram_from_table(metric: str, table: pa.Table) -> Histogram:
-    import numpy as np
-
-    low = table["bin_low"].to_numpy()
-    high = table["bin_high"].to_numpy()
-    counts = table["count"].to_numpy().astype(np.int64)
-    return Histogram(
-        metric, float(high[0]), float(low[-1]), counts[1:-1].copy(), int(counts[0]), int(counts[-1])
-    )
-
-
 # --- the lake -----------------------------------------------------------------------------------
 
 
+# The areas of the rollups: key kinds acme.lake_keys does not have yet (metric_partition takes the area).
+ROLLUP_AREA = "metrics_5m"
+HIST_AREA = "metrics_hist"
+
+
 def partition(area: str, metric: str, cluster: str, day: date) -> str:
-    return f"{area}/metric={metric}/cluster={cluster}/date={day.isoformat()}"
+    return lake_keys.metric_partition(metric, cluster, day, area)
 
 
 def samples_key(metric: str, cluster: str, day: date) -> str:
-    return f"{partition('metrics', metric, cluster, day)}/samples.parquet"
+    return lake_keys.metric_samples(metric, cluster, day)
 
 
 def snapshot_key(metric: str, cluster: str, day: date, input_key: str) -> str:
-    return f"{partition('metrics_snapshots', metric, cluster, day)}/{input_key}.parquet"
+    """One input's snapshot of a metric and day (a key kind lake_keys does not have yet)."""
+    return f"{partition(lake_keys.METRICS_SNAPSHOTS, metric, cluster, day)}/{input_key}.parquet"
 
 
 def rollup_key(metric: str, cluster: str, day: date) -> str:
-    return f"{partition('metrics_5m', metric, cluster, day)}/rollup.parquet"
+    return f"{partition(ROLLUP_AREA, metric, cluster, day)}/rollup.parquet"
 
 
 def hist_key(metric: str, cluster: str, day: date) -> str:
-    return f"{partition('metrics_hist', metric, cluster, day)}/hist.parquet"
+    return f"{partition(HIST_AREA, metric, cluster, day)}/hist.parquet"
 
 
 def read_samples(lake: Lake, metric: str, cluster: str, day: date) -> Samples:
@@ -585,16 +535,6 @@ def read_samples(lake: Lake, metric: str, cluster: str, day: date) -> Samples:
     if not lake.exists(key):
         return empty_samples(metric)
     return samples_from_table(metric, lake.read_parquet(key))
-
-
-def read_histograms(lake: Lake, metric: str, cluster: str, days: list[date]) -> Histogram | None:
-    """The merged histogram of the days that have one (None when none has)."""
-    found = [
-        histogram_from_table(metric, lake.read_parquet(hist_key(metric, cluster, d)))
-        for d in days
-        if lake.exists(hist_key(metric, cluster, d))
-    ]
-    return merge_histograms(found) if found else None
 
 
 def publish_day(
@@ -661,21 +601,6 @@ def publish_snapshot(
     }
 
 
-def read_snapshots(lake: Lake, metric: str, cluster: str, day: date) -> Samples:
-    """Every snapshot of a metric taken on ``day`` (all inputs), as one Samples."""
-    prefix = partition("metrics_snapshots", metric, cluster, day)
-    parts = [samples_from_table(metric, lake.read_parquet(key)) for key in sorted(lake.list(prefix))]
-    return canonicalize(concat_samples(parts)) if parts else empty_samples(metric)
-
-
 def _covers_day(samples: Samples, start_ms: int) -> bool:
     """Whether the samples span the whole UTC day (first sample in its first minute, last in its last)."""
     return bool(samples.ts_ms.min() < start_ms + 60_000 and samples.ts_ms.max() >= start_ms + DAY_MS - 60_000)
-
-
-def utc_day(value: date | datetime | str) -> date:
-    if isinstance(value, str):
-        return date.fromisoformat(value[:10])
-    if isinstance(value, datetime):
-        return value.date()
-    return value

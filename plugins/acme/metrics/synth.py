@@ -140,9 +140,9 @@ def profile_of(cluster: str) -> str:
 
 def reference_dir() -> Path | None:
     """The AcmeTrace quantile curves (``ACME_REFERENCE_DIR`` or ../shared/reference), if present."""
-    from acme import config
+    from acme import settings
 
-    folder = config.reference_dir() / "acmetrace" / "utilization_quantiles"
+    folder = settings.project().reference_dir / "acmetrace" / "utilization_quantiles"
     return folder if folder.is_dir() else None
 
 
@@ -399,7 +399,6 @@ def _reflect(values, low, width):
 # --- training jobs and their episodes (hangs, stragglers, healthy pauses) ------------------------
 
 EPISODE_KINDS = ("hang", "stall", "straggler", "checkpoint", "barrier", "data_stall", "eval")
-FAULT_KINDS = ("hang", "stall", "straggler")
 TRAINING_LEVEL = (0.72, 0.92)  # latent intensity of a pretraining job: every metric, IB too, well above idle
 # The level wanders within [floor, ceiling]: below ~0.6 the IB curve is 0, and its top 5 % (5.6 -> 23.7 GB/s,
 # bursts) would turn the small per-node noise into lasting IB differences between the nodes of one job,
@@ -502,7 +501,7 @@ def synth_training_cluster(
     start: date,
     days: int,
     jobs: list[TrainingJob],
-    episodes: list[Episode] = (),
+    episodes: list[Episode] | tuple[Episode, ...] = (),
     seed: int = 0,
     step_s: int = 15,
     catalog: Catalog | None = None,
@@ -744,9 +743,9 @@ def _node_series(metric: str, node: str, row, step_s: int):
         family = (
             "node_infiniband_port_data_" + ("transmitted" if metric == "ib_tx" else "received") + "_bytes"
         )
-        total = np.cumsum(row * step_s)
+        sent = np.cumsum(row * step_s)
         labels = f'device="mlx5_0",port="1",{instance}'
-        yield family, "counter", labels, np.char.mod("%d", total.astype(np.int64))
+        yield family, "counter", labels, np.char.mod("%d", sent.astype(np.int64))
     elif metric == "server_power":
         labels = f'instance="{node}:9290",job="ipmi"'
         yield "ipmi_dcmi_power_consumption_watts", "gauge", labels, np.char.mod("%d", row.astype(np.int64))

@@ -160,7 +160,9 @@ def validate_samples(
             "missing_after_s": catalog.stale_missing_after_s,
             "missing": _over(max_gap, catalog.stale_missing_after_s, names, "max_gap_s"),
             "flat_after_s": spec.stale_flat_after_s,
-            "flat": None if flat is None else _over(flat, spec.stale_flat_after_s, names, "flat_s"),
+            "flat": None
+            if flat is None or spec.stale_flat_after_s is None
+            else _over(flat, spec.stale_flat_after_s, names, "flat_s"),
         },
     }
     return MetricValidation(accepted, quarantined, report)
@@ -170,10 +172,10 @@ def check_thresholds(
     report: dict[str, Any], source: str, max_share: float | None = None, min_cov: float | None = None
 ) -> None:
     """Raise :class:`MetricsThresholdError` when the report breaks a threshold, saying which and why."""
-    from acme import config
+    from acme import settings
 
-    max_share = config.metrics_max_quarantine_share() if max_share is None else max_share
-    min_cov = config.metrics_min_coverage() if min_cov is None else min_cov
+    max_share = settings.metrics().max_quarantine_share if max_share is None else max_share
+    min_cov = settings.metrics().min_coverage if min_cov is None else min_cov
     problems = []
     if report["samples_in"] and report["quarantine_share"] > max_share:
         top = ", ".join(f"{reason}: {count}" for reason, count in report["reasons"].items())

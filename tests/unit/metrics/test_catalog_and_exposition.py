@@ -10,11 +10,11 @@ import pytest
 from acme.errors import ConfigError
 from acme.metrics.catalog import load_catalog
 from acme.metrics.exposition import (
-    parse_exposition,
     parse_exposition_file,
     parse_labels,
     time_from_file_name,
 )
+from tests.metrics_support import parse_exposition
 
 from .conftest import DAY_START_MS, FIXTURES
 

@@ -10,9 +10,10 @@ import pytest
 from acme.errors import InputError, InputNotFoundError
 from acme.lake import Lake
 from acme.metrics.ingest import ingest_metrics_file
-from acme.metrics.storage import read_histograms, read_samples, read_snapshots
+from acme.metrics.storage import read_samples
 from acme.metrics.synth import write_synth_metrics
 from acme.metrics.validate import MetricsThresholdError
+from tests.metrics_support import read_histograms, read_snapshots
 
 from .conftest import FIXTURES
 from .test_prometheus_fake_server import START, FakePrometheus, matrix

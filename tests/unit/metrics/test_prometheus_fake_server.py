@@ -20,7 +20,6 @@ import pytest
 from acme.metrics.prometheus import (
     PrometheusClient,
     PrometheusQueryError,
-    fetch_day,
     matrix_to_samples,
     plan_windows,
     query_matchers,
@@ -28,6 +27,7 @@ from acme.metrics.prometheus import (
     render_query,
     shard_selectors,
 )
+from tests.metrics_support import fetch_day
 
 START = 1_688_169_600  # 2023-07-01T00:00:00Z
 FIELD_API = Path(__file__).resolve().parents[2] / "fixtures" / "field" / "metrics" / "api"

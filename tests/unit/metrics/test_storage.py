@@ -16,16 +16,15 @@ from acme.metrics.storage import (
     Samples,
     cdf,
     histogram,
-    merge_histograms,
     publish_day,
     quantiles,
-    read_histograms,
     read_samples,
     rollup_5m,
     samples_key,
     series_frame,
 )
 from acme.metrics.synth import synth_cluster
+from tests.metrics_support import merge_histograms, read_histograms, to_frame
 
 from .conftest import DAY_START_MS, full_day, make_samples
 
@@ -42,7 +41,7 @@ def test_round_trip_keeps_series_times_and_exact_values(tmp_path, catalog):
     manifest = publish_day(lake, catalog["gpu_power"], "seren", DAY, samples)
     assert manifest["samples"] == 4 and manifest["series"] == 2
     back = read_samples(lake, "gpu_power", "seren", DAY)
-    frame = back.to_frame("seren", "W")
+    frame = to_frame(back, "seren", "W")
     assert frame["node"].tolist() == ["n1", "n1", "n2", "n2"]
     assert frame["value"].tolist() == [399.9, 0.0, 60.1, 61.3]
     assert frame["timestamp"].iloc[0] == pd.Timestamp("2023-07-01", tz="UTC")
@@ -105,7 +104,7 @@ def test_rollup_5m_matches_pandas(catalog):
         },
     )
     table = rollup_5m(samples, DAY).to_pandas()
-    frame = samples.to_frame("c", "°C")
+    frame = to_frame(samples, "c", "°C")
     frame["bucket"] = frame["timestamp"].dt.floor("5min")
     expected = (
         frame.groupby(["node", "gpu", "bucket"])["value"].agg(["min", "mean", "max", "count"]).reset_index()

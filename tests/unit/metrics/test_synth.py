@@ -7,8 +7,8 @@ from datetime import date
 import numpy as np
 import pytest
 
-from acme.metrics.exposition import parse_exposition
 from acme.metrics.synth import reference_curve, synth_cluster, write_synth_metrics
+from tests.metrics_support import parse_exposition
 
 DAY = date(2023, 7, 1)
 CALIBRATED = ("gpu_util", "sm_active", "tensor_active", "fb_used", "gpu_power", "gpu_temp", "mem_temp",

@@ -320,7 +320,7 @@ def _data_lines(text: str) -> int:
 @given(text=exposition_text())
 def test_exposition_parser_accounts_for_every_sample_line(text):
     from acme.metrics.catalog import load_catalog
-    from acme.metrics.exposition import parse_exposition
+    from tests.metrics_support import parse_exposition
 
     result = parse_exposition(text, load_catalog(), source_file="fuzz.prom")
     samples = sum(len(s) for s in result.samples.values())
@@ -385,7 +385,7 @@ def test_exposition_parser_handles_a_huge_line_in_bounded_memory(size_mb):
     import resource
 
     from acme.metrics.catalog import load_catalog
-    from acme.metrics.exposition import parse_exposition
+    from tests.metrics_support import parse_exposition
 
     huge = 'DCGM_FI_DEV_GPU_UTIL{Hostname="' + "x" * (size_mb << 20) + "\n"
     text = "# scrape_time 1688169615\n" + huge + 'DCGM_FI_DEV_GPU_UTIL{gpu="0",Hostname="n1"} 5\n'

@@ -6,9 +6,9 @@ import duckdb
 import numpy as np
 import pytest
 
-from acme.metrics.storage import read_histograms
 from acme.report.periods import parse_period
 from acme.report.queries import NoJobsError, ReportQueries, partition_keys
+from tests.metrics_support import read_histograms
 from tests.unit.report.conftest import METRIC_DAYS
 
 
