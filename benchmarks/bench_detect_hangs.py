@@ -15,15 +15,21 @@ RDMA) lasting until the NCCL watchdog's 30 min, in 30 % of them with one node ou
 a **stall** (a hang with no kernel resident, 30 min); a **straggler** (one node's SM, tensor and IB
 activity x 0.3-0.65 for 1-3 h).
 
+Every node writes to the shared file system (``acme.detection.scenario.storage_writes``): a little
+while its job runs, a checkpoint shard's rate while it writes a checkpoint (the slow writer of a barrier
+wait too), only the background once a hang or stall begins.
+
 The detectors (``acme.detection.detect.detect_job``, the code the DAG runs) are called as the DAG
 would call them: every ``--tick`` minutes (2, the DAG's schedule) on the trailing window of each
 running job. Consecutive detections of one job and kind form one alarm (as the DAG's episodes do). An
 alarm is true when it overlaps an injected fault of its class (hang or stall for a hang/stall alarm;
 the straggler's node for a fail-slow alarm). Reported: recall and detection delay (first detecting
-tick - onset) per fault kind, precision, false alarms per 1,000 healthy GPU-hours (GPU-hours of jobs
+tick - onset) per fault kind (and for the hangs that begin during a healthy pause, a checkpoint write
+above all), precision, false alarms per 1,000 healthy GPU-hours (GPU-hours of jobs
 outside their faults), and the same for other thresholds (``--sweep``) to show the trade-off the
-defaults sit on. Also timed: one detection pass through the lake (``detect_cluster``) for one job
-and for an idle cluster.
+defaults sit on; always also the defaults without the storage writes (``storage_write`` not
+published: GPU and RDMA signals only), the detectors' fallback. Also timed: one detection pass through
+the lake (``detect_cluster``) for one job and for an idle cluster.
 
 Results go to benchmarks/results/detect_hangs.json.
 Usage: python benchmarks/bench_detect_hangs.py [--nodes 192] [--days 1] [--seeds 3] [--tick 2] [--sweep]
@@ -45,12 +51,13 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "plugins"))
-sys.path.insert(0, str(ROOT))
 RESULTS = ROOT / "benchmarks" / "results" / "detect_hangs.json"
 STEP_S = 15
 JOB_SIZES = (4, 4, 8, 8, 16, 32)
 FAULT_SHARES = {"hang": 0.35, "stall": 0.1, "straggler": 0.3}  # share of jobs given each fault
 WATCHDOG_MIN = 30.0
+PAUSES = ("checkpoint", "barrier", "data_stall", "eval")
+NO_STORAGE = "default, without storage writes (GPU and RDMA signals only)"
 
 
 @dataclasses.dataclass
@@ -60,6 +67,7 @@ class Fault:
     start_step: int
     end_step: int
     nodes: tuple[str, ...]  # the straggler / the node out of the collective; () otherwise
+    in_pause: str | None = None  # the healthy pause a hang or stall began in (checkpoint, barrier, ...)
 
 
 def minutes(rng: random.Random, low: float, high: float) -> int:
@@ -124,13 +132,18 @@ def plan_cluster(nodes: int, days: int, seed: int):
                 faults.append(Fault(job.job_id, kind, onset, end, (names[slow],)))
                 continue
             end = min(steps, onset + int(WATCHDOG_MIN * 60 / STEP_S))
+            in_pause = next(
+                (e.kind for e in episodes if set(e.nodes) <= set(idx) and e.kind in PAUSES
+                 and e.start_step <= onset <= e.end_step),
+                None,
+            )  # fmt: skip
             episodes.append(Episode(kind, idx, onset, end))
             culprit: tuple[str, ...] = ()
             if kind == "hang" and rng.random() < 0.3:
                 left = rng.choice(idx)
                 episodes.append(Episode("stall", (left,), onset, end))
                 culprit = (names[left],)
-            faults.append(Fault(job.job_id, kind, onset, end, culprit))
+            faults.append(Fault(job.job_id, kind, onset, end, culprit, in_pause))
     gpus_per_job = {j.job_id: j.nodes * GPUS_PER_NODE for j in jobs}
     return jobs, episodes, faults, gpus_per_job, names
 
@@ -150,11 +163,7 @@ def evaluate(telemetry, jobs, faults, gpus_per_job, names, settings, tick_steps:
             if end <= job.start_step:
                 continue
             begin = max(job.start_step, end - window)  # as detect_cluster: nothing before the job started
-            part = dataclasses.replace(
-                view, start_ms=view.time_ms(begin), steps=end - begin,
-                sm=view.sm[:, begin:end], tensor=view.tensor[:, begin:end],
-                util=view.util[:, begin:end], ib=view.ib[:, begin:end],
-            )  # fmt: skip
+            part = view.span(begin, end)
             began = time.perf_counter()
             finding = detect_job(part, settings)
             seconds += time.perf_counter() - began
@@ -202,6 +211,13 @@ def evaluate(telemetry, jobs, faults, gpus_per_job, names, settings, tick_steps:
         numbers = [i for i, f in enumerate(faults) if f.kind == kind]
         delays = [detected[i] * STEP_S / 60 for i in numbers if i in detected]
         by_kind[kind] = {"injected": len(numbers), "detected": len(delays), "delays_min": delays}
+    in_pause = [i for i, f in enumerate(faults) if f.kind == "hang" and f.in_pause]
+    by_kind["hang_in_pause"] = {
+        "injected": len(in_pause),
+        "detected": sum(i in detected for i in in_pause),
+        "delays_min": [detected[i] * STEP_S / 60 for i in in_pause if i in detected],
+        "pauses": [faults[i].in_pause for i in in_pause],
+    }
     culprits = [i for i, f in enumerate(faults) if f.kind == "hang" and f.nodes]
     return {
         "alarms": len(alarms),
@@ -218,7 +234,7 @@ def evaluate(telemetry, jobs, faults, gpus_per_job, names, settings, tick_steps:
 
 def merge(parts: list[dict]) -> dict:
     by_kind = {}
-    for kind in ("hang", "stall", "straggler"):
+    for kind in ("hang", "hang_in_pause", "stall", "straggler"):
         injected = sum(p["by_kind"][kind]["injected"] for p in parts)
         delays = [d for p in parts for d in p["by_kind"][kind]["delays_min"]]
         by_kind[kind] = {
@@ -230,6 +246,9 @@ def merge(parts: list[dict]) -> dict:
             "detected_within_5min": sum(d <= 5 for d in delays),
             "delays_min": sorted(round(d, 2) for d in delays),
         }
+    by_kind["hang_in_pause"]["pauses"] = sorted(
+        x for p in parts for x in p["by_kind"]["hang_in_pause"]["pauses"]
+    )
     alarms = sum(p["alarms"] for p in parts)
     true_alarms = sum(p["true_alarms"] for p in parts)
     false_alarms = [a for p in parts for a in p["false_alarms"]]
@@ -254,9 +273,8 @@ def merge(parts: list[dict]) -> dict:
 def time_lake_pass(tmp: Path) -> dict:
     """detect_cluster through the lake: one running 4-node job with a day of telemetry, and the same lake three
     minutes before the job starts (its jobs partition is read, nothing runs, no telemetry is read)."""
-    from tests.unit.detection.scenario import NODES, build_lake, step_of
-
     from acme.detection.run import detect_cluster
+    from acme.detection.scenario import NODES, build_lake, step_of
     from acme.detection.settings import DetectionSettings
     from acme.lake import Lake
     from acme.metrics.synth import Episode
@@ -300,6 +318,9 @@ def main() -> None:
         print(json.dumps(report["lake_pass"]))
         return
 
+    import numpy as np
+
+    from acme.detection.scenario import storage_writes
     from acme.detection.settings import DetectionSettings
     from acme.detection.telemetry import telemetry_from_synth
     from acme.metrics.synth import synth_training_cluster
@@ -313,20 +334,24 @@ def main() -> None:
             variants[f"slow_ratio={r:g}"] = dataclasses.replace(default, slow_ratio=r)
         variants["slow_windows=1"] = dataclasses.replace(default, slow_windows=1)
     tick_steps = int(args.tick * 60 / STEP_S)
-    parts: dict[str, list[dict]] = {name: [] for name in variants}
+    parts: dict[str, list[dict]] = {name: [] for name in [*variants, NO_STORAGE]}
     began = time.perf_counter()
     for seed in range(args.seeds):
         jobs, episodes, faults, gpus_per_job, names = plan_cluster(args.nodes, args.days, seed)
         synth = synth_training_cluster(
             "seren", args.nodes, date(2024, 4, 1), args.days, jobs, episodes, seed=seed, step_s=STEP_S
         )
-        telemetry = telemetry_from_synth(synth)
+        telemetry = telemetry_from_synth(synth, storage_writes(synth, jobs, seed))
         del synth
         phase = random.Random(seed).randrange(tick_steps)
         for name, settings in variants.items():
             parts[name].append(
                 evaluate(telemetry, jobs, faults, gpus_per_job, names, settings, tick_steps, phase)
             )
+        blind = dataclasses.replace(telemetry, write=np.full_like(telemetry.write, np.nan))
+        parts[NO_STORAGE].append(
+            evaluate(blind, jobs, faults, gpus_per_job, names, default, tick_steps, phase)
+        )
         print(
             f"seed {seed}: {len(jobs)} jobs, {len(faults)} faults, {time.perf_counter() - began:.0f} s",
             flush=True,

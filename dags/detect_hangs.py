@@ -3,13 +3,16 @@
 
 Every 2 minutes, for every configured cluster: **which GPU jobs run** now (the jobs lake: started,
 not ended, with a node list) — when none does, the run stops there (short circuit: nothing else is
-read) → **detect** (mapped per cluster): the last 16 minutes of SM, tensor-core and GPU utilization
-and of InfiniBand traffic of those jobs' nodes (Prometheus when the cluster's metrics source is
+read) → **detect** (mapped per cluster): the last 16 minutes of SM, tensor-core and GPU utilization,
+of InfiniBand traffic and of storage writes of those jobs' nodes (Prometheus when the cluster's metrics source is
 Prometheus, else the metrics lake), then the two detectors of `acme.detection`:
 
 - **hang**: all of a job's GPUs without tensor-core work and its nodes without RDMA traffic while
   the collective's kernels spin (`gpu_util` ≥ 90 %) for `ACME_DETECT_HANG_MINUTES` (2.5); without a
-  resident kernel (a stall) for `ACME_DETECT_STALL_MINUTES` (10);
+  resident kernel (a stall) for `ACME_DETECT_STALL_MINUTES` (10). A node writing ≥
+  `ACME_DETECT_STORAGE_WRITE_BPS` (10 MB/s) to the shared file system (`storage_write`) means a
+  checkpoint, not a hang; where no node writes, a spin right after a pause is a hang too (without that
+  metric it waits for the stall rule, as a checkpoint's barrier wait looks the same);
 - **fail-slow**: a node's SM activity or InfiniBand traffic below `ACME_DETECT_SLOW_RATIO` (0.7) of
   its peers' in `ACME_DETECT_SLOW_WINDOWS` (3) consecutive 5-minute windows.
 

@@ -74,7 +74,7 @@ def detect_cluster(
         end_ms = int(at.timestamp() * 1000)
         start_ms = end_ms - int(window * 60_000)
         samples = (
-            read_prometheus_samples(url, start_ms, end_ms, step_s)
+            read_prometheus_samples(url, start_ms, end_ms, step_s, None, settings.storage_write_promql)
             if source == "prometheus"
             else read_lake_samples(lake, cluster, start_ms, end_ms)
         )

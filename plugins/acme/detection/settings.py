@@ -14,6 +14,17 @@ Why these defaults (the README's "Hang and fail-slow detection" section has the 
 * A hang with no kernel resident (a deadlock in Python or the data loader) looks like a healthy pause;
   it is called a stall only after ``ACME_DETECT_STALL_MINUTES`` (10 min, ByteRobust's "0 RDMA traffic
   within 10 mins"), longer than the checkpoint writes and data stalls of a healthy job.
+* A checkpoint write idles the GPUs and the RDMA network too, and its end -- every rank waiting in a
+  barrier for the slowest writer -- is a hang's exact signature. What tells them apart is the shared file
+  system: a node writing at least ``ACME_DETECT_STORAGE_WRITE_BPS`` (10 MB/s) is writing a checkpoint.
+  A per-node checkpoint shard is GBs (a 123B model's weights and Adam states, ~14 B a parameter, are
+  ~1.7 TB, ~7 GB per node of 256) written in minutes, i.e. 10s to 100s of MB/s, while a training node's
+  background writes (logs, metrics) are kB/s to ~1 MB/s. So a pause or spin while some node writes is a
+  checkpoint (never a hang nor a stall), and a spin while no node writes is a hang after
+  ``ACME_DETECT_HANG_MINUTES`` even right after a pause. The writes come from the ``storage_write``
+  metric (metrics lake; from Prometheus through ``ACME_DETECT_STORAGE_WRITE_PROMQL``, default the NFS
+  client bytes of node_exporter's mountstats collector); where it is not published, spinning right after
+  a pause waits for the stall rule, as a checkpoint barrier may be what it is.
 * Fail-slow: a node whose median GPU SM activity, or whose InfiniBand traffic, is below
   ``ACME_DETECT_SLOW_RATIO`` (0.7, the relative performance threshold of NVIDIA's straggler detection in
   nvidia-resiliency-ext) times its peers' median in ``ACME_DETECT_SLOW_WINDOWS`` (3) consecutive windows
@@ -29,6 +40,7 @@ from dataclasses import dataclass
 from acme.config import env, env_number
 
 SOURCES = ("auto", "lake", "prometheus")
+STORAGE_WRITE_PROMQL = "sum by (instance) (rate(node_mountstats_nfs_total_write_bytes_total{$shard}[1m]))"
 
 
 @dataclass(frozen=True)
@@ -39,6 +51,10 @@ class DetectionSettings:
     hang_sm_max: float = 40.0  # % SM activity a spinning NCCL kernel can still show
     busy_util_min: float = 90.0  # % GPU utilization: a kernel is resident
     ib_idle_bps: float = 1e6  # per node, transmitted + received
+    storage_write_bps: float = (
+        10e6  # per node: at least this written to the shared file system = a checkpoint
+    )
+    storage_write_promql: str = STORAGE_WRITE_PROMQL  # "" (set to "none"): not read from Prometheus
     min_coverage: float = 0.8  # share of a job's GPUs with a sample in a step for the step to count
     slow_ratio: float = 0.7
     slow_windows: int = 3
@@ -67,6 +83,10 @@ class DetectionSettings:
             hang_sm_max=env_number("ACME_DETECT_HANG_SM_MAX", 40, low=0, high=100),
             busy_util_min=env_number("ACME_DETECT_BUSY_UTIL_MIN", 90, low=0, high=100),
             ib_idle_bps=env_number("ACME_DETECT_IB_IDLE_BPS", 1e6, low=0),
+            storage_write_bps=env_number("ACME_DETECT_STORAGE_WRITE_BPS", 10e6, low=1),
+            storage_write_promql=_none_is_empty(
+                env("ACME_DETECT_STORAGE_WRITE_PROMQL", STORAGE_WRITE_PROMQL)
+            ),
             min_coverage=env_number("ACME_DETECT_MIN_COVERAGE", 0.8, low=0.01, high=1),
             slow_ratio=env_number("ACME_DETECT_SLOW_RATIO", 0.7, low=0.01, high=0.99),
             slow_windows=int(env_number("ACME_DETECT_SLOW_WINDOWS", 3, low=1, high=100, integer=True)),
@@ -80,3 +100,7 @@ class DetectionSettings:
             ),
             source=source,
         )
+
+
+def _none_is_empty(value: str) -> str:
+    return "" if value.lower() == "none" else value
