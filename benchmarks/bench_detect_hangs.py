@@ -275,9 +275,9 @@ def time_lake_pass(tmp: Path) -> dict:
     minutes before the job starts (its jobs partition is read, nothing runs, no telemetry is read)."""
     from acme.detection.run import detect_cluster
     from acme.detection.scenario import NODES, build_lake, step_of
-    from acme.detection.settings import DetectionSettings
     from acme.lake import Lake
     from acme.metrics.synth import Episode
+    from acme.settings import DetectionSettings
 
     lake_dir = tmp / "lake"
     build_lake(lake_dir, tmp, [Episode("hang", tuple(range(NODES)), step_of(2), step_of(2, 30))])
@@ -321,9 +321,9 @@ def main() -> None:
     import numpy as np
 
     from acme.detection.scenario import storage_writes
-    from acme.detection.settings import DetectionSettings
     from acme.detection.telemetry import telemetry_from_synth
     from acme.metrics.synth import synth_training_cluster
+    from acme.settings import DetectionSettings
 
     default = DetectionSettings()
     variants = {"default": default}

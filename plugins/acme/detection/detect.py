@@ -31,8 +31,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import numpy as np
 
-    from acme.detection.settings import DetectionSettings
     from acme.detection.telemetry import Telemetry
+    from acme.settings import DetectionSettings
 
 HANG, STALL, FAIL_SLOW = "hang", "stall", "fail-slow"
 

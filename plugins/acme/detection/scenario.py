@@ -7,7 +7,7 @@
   (``CHECKPOINT_BPS``) in ``checkpoint`` episodes -- the slow writer of a barrier wait too --, and only the
   background once a ``hang`` or ``stall`` begins (a hung job writes no checkpoint). Episodes apply in order,
   later ones win, as in ``acme.metrics.synth.apply_episodes``. The rates are assumptions (no public trace
-  gives them per node); the reasoning is in ``acme.detection.settings``.
+  gives them per node); the reasoning is in ``acme.settings.DetectionSettings``.
 * :func:`build_lake`: a lake holding one running Pretrain job (through the real sacct ingest) and a day of
   its synthesized telemetry (through the real AcmeTrace wide-CSV metrics ingest), storage writes included
   unless asked not to, with episodes injected.

@@ -44,9 +44,9 @@ import re
 from datetime import UTC, date, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from acme.config import env, env_number
-
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     import pandas as pd
     from matplotlib.figure import Figure
 
@@ -66,16 +66,6 @@ WHATIF_INTERVALS_MIN = (15, 30, 60, 120, 240)
 WHATIF_LATENCIES_MIN = (5, 15, 60, 180)
 
 
-def job_types() -> tuple[str, ...]:
-    """Job types whose campaigns are reported (``ACME_ETTR_JOB_TYPES``, comma-separated; ``Pretrain``)."""
-    return tuple(t.strip() for t in env("ACME_ETTR_JOB_TYPES", "Pretrain").split(",") if t.strip())
-
-
-def max_gap_hours() -> float:
-    """Longest submit gap after a job's end for a same-named job to count as its restart (24 h)."""
-    return env_number("ACME_ETTR_MAX_GAP_HOURS", 24, low=0, high=24 * 60)
-
-
 def base_name(job_name: str) -> str:
     """The campaign part of a job name: lower-cased, restart markers stripped from the end."""
     name = job_name.strip().lower()
@@ -90,14 +80,15 @@ def base_name(job_name: str) -> str:
 
 
 def _read_days(
-    lake: Lake, area: str, file: str, cluster: str, days: list[str], columns=None, filters=None
+    lake: Lake, key_of: Callable[[str, str], str], cluster: str, days: list[str], columns=None, filters=None
 ) -> pd.DataFrame:
+    """The day partitions ``key_of(cluster, day)`` (an ``acme.lake_keys`` function) that exist, as one frame."""
     import pandas as pd
     import pyarrow.parquet as pq
 
     frames = []
     for day in days:
-        key = f"{area}/cluster={cluster}/date={day}/{file}"
+        key = key_of(cluster, day)
         if lake.exists(key):
             with lake.local_file(key) as path:
                 names = pq.read_schema(path).names
@@ -109,11 +100,14 @@ def _read_days(
 def campaign_jobs(lake: Lake, cluster: str, days: list[str]) -> tuple[pd.DataFrame, int]:
     """The period's named GPU jobs of the ETTR job types, and how many such jobs had no name or user."""
     # Only the chosen types are converted (a six-month Seren history is a million rows, few of them Pretrain).
-    wanted = [("job_type", "in", list(job_types())), ("gpu_num", ">", 0)]
-    jobs = _read_days(lake, "jobs", "jobs.parquet", cluster, days, JOB_COLUMNS, filters=wanted)
+    from acme import lake_keys, settings
+
+    types = settings.ettr().job_types
+    wanted = [("job_type", "in", list(types)), ("gpu_num", ">", 0)]
+    jobs = _read_days(lake, lake_keys.jobs_partition, cluster, days, JOB_COLUMNS, filters=wanted)
     if jobs.empty:
         return jobs, 0
-    chosen = jobs[jobs["job_type"].isin(job_types()) & (jobs["gpu_num"].fillna(0) > 0)]
+    chosen = jobs[jobs["job_type"].isin(types) & (jobs["gpu_num"].fillna(0) > 0)]
     chosen = chosen[chosen["start_time"].notna()]
     named = (
         chosen["job_name"].notna()
@@ -124,16 +118,20 @@ def campaign_jobs(lake: Lake, cluster: str, days: list[str]) -> tuple[pd.DataFra
 
 
 def checkpoint_events(lake: Lake, cluster: str, days: list[str]) -> pd.DataFrame:
+    from acme import lake_keys
+
     return _read_days(
-        lake, "checkpoints", "events.parquet", cluster, days,
+        lake, lake_keys.checkpoint_events, cluster, days,
         ["job_id", "event", "step", "at", "duration_s", "source_job_id"],
     )  # fmt: skip
 
 
 def diagnosed_reasons(lake: Lake, cluster: str, days: list[str]) -> dict[str, str]:
     """job id -> reason of its newest diagnosis record."""
+    from acme import lake_keys
+
     records = _read_days(
-        lake, "diagnoses", "diagnoses.parquet", cluster, days, ["job_id", "reason", "diagnosed_at"]
+        lake, lake_keys.diagnoses_partition, cluster, days, ["job_id", "reason", "diagnosed_at"]
     )
     if records.empty:
         return {}
@@ -148,7 +146,9 @@ def link_campaigns(
     jobs: pd.DataFrame, events: pd.DataFrame, gap_hours: float | None = None
 ) -> dict[str, str]:
     """job id -> campaign id (see the module doc for the rule)."""
-    gap_s = 3600 * (max_gap_hours() if gap_hours is None else gap_hours)
+    from acme import settings
+
+    gap_s = 3600 * (settings.ettr().max_gap_hours if gap_hours is None else gap_hours)
     resumed_from: dict[str, str] = {}
     if not events.empty:
         resumes = events[(events["event"] == "resume") & events["source_job_id"].notna()].sort_values("at")
@@ -403,13 +403,14 @@ def _progress_row(campaign: str, job_id: str, at: datetime, step: float, kind: s
 def attach_ettr(report: Characterization, lake: Lake) -> None:
     """Add section 10 to a characterization: its tables and its figure's finding (the one call made by
     ``acme.report.characterize``)."""
+    from acme import settings
     from acme.report.characterize import FigureSpec, pct
 
     jobs, unnamed = campaign_jobs(lake, report.cluster, report.days)
     until = datetime.combine(date.fromisoformat(report.days[-1]), datetime.max.time(), tzinfo=UTC)
     if jobs.empty:
         tables = account(jobs, checkpoint_events(lake, report.cluster, []), {}, {}, until)
-        finding = f"no named {'/'.join(job_types())} GPU job in this period" + (
+        finding = f"no named {'/'.join(settings.ettr().job_types)} GPU job in this period" + (
             f" ({unnamed:,} without a job name or user: the source publishes none)" if unnamed else ""
         )
         report.tables.update(tables)

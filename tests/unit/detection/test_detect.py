@@ -10,9 +10,9 @@ import pytest
 
 from acme.detection.detect import FAIL_SLOW, HANG, STALL, detect_job
 from acme.detection.scenario import storage_writes
-from acme.detection.settings import DetectionSettings
 from acme.detection.telemetry import telemetry_from_synth
 from acme.metrics.synth import Episode, TrainingJob, synth_training_cluster
+from acme.settings import DetectionSettings
 
 STEP_S = 15
 PER_MIN = 60 // STEP_S

@@ -7,16 +7,15 @@ import json
 import threading
 from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 from urllib.parse import parse_qs, urlparse
 
 import pytest
 
 from acme.detection.run import detect_cluster, report_suspects
 from acme.detection.scenario import DAY, JOB_ID, NODES, build_lake, step_of
-from acme.detection.settings import DetectionSettings
 from acme.lake import Lake
 from acme.metrics.synth import Episode
+from acme.settings import DetectionSettings
 
 SETTINGS = DetectionSettings()
 
@@ -81,8 +80,7 @@ def test_evidence_is_written_once_per_episode_under_the_log_root(lake, monkeypat
     (trigger,) = report_suspects(lake, first, SETTINGS)
     assert trigger["trigger_run_id"] == f"detect__seren__{JOB_ID}__hang__20240310T020000Z"
     assert trigger["conf"]["day"] == "2024-03-10" and trigger["conf"]["job_id"] == JOB_ID
-    log = lake.path(f"logs/{trigger['conf']['log']}")
-    lines = Path(log).read_text().splitlines()
+    lines = lake.read_bytes(f"logs/{trigger['conf']['log']}").decode().splitlines()
     assert lines[0].startswith("2024-03-10T02:04:00Z ERROR acme-detect: hang: ")
     # Twenty minutes later the window no longer reaches the onset, but it is the same episode.
     later = detect_cluster(lake, "seren", at(2, 24), SETTINGS)

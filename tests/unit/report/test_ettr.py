@@ -212,10 +212,24 @@ def test_the_demo_whole_history_report_shows_both_campaigns(tmp_path):
     assert set(summary["ettr"]) == {
         "gpt-104b-pretrain (u-llm104, 2023-03-01)", "gpt-123b-pretrain (u-llm123, 2023-04-03)",
     }  # fmt: skip
-    assert summary["ettr"]["gpt-104b-pretrain (u-llm104, 2023-03-01)"] < summary["ettr"][
-        "gpt-123b-pretrain (u-llm123, 2023-04-03)"
-    ]
+    assert (
+        summary["ettr"]["gpt-104b-pretrain (u-llm104, 2023-03-01)"]
+        < summary["ettr"]["gpt-123b-pretrain (u-llm123, 2023-04-03)"]
+    )
     assert "ettr_progress" in summary["figures"]
     html = (base / "index.html").read_text()
     assert "10. Effective training time of pretraining campaigns (ETTR)" in html
     assert "gpt-123b-pretrain (u-llm123, 2023-04-03)" in html
+
+
+def test_ettr_settings_come_from_the_environment_and_bad_values_are_named(monkeypatch):
+    from acme import settings
+    from acme.errors import ConfigError
+
+    assert settings.EttrSettings.from_env({}) == settings.EttrSettings(("Pretrain",), 24.0)
+    monkeypatch.setenv("ACME_ETTR_JOB_TYPES", " Pretrain, SFT ,")
+    monkeypatch.setenv("ACME_ETTR_MAX_GAP_HOURS", "6")
+    assert settings.ettr() == settings.EttrSettings(("Pretrain", "SFT"), 6.0)
+    monkeypatch.setenv("ACME_ETTR_MAX_GAP_HOURS", "2000")
+    with pytest.raises(ConfigError, match="ACME_ETTR_MAX_GAP_HOURS='2000' must be between 0 and 1440"):
+        settings.ettr()
