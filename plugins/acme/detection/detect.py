@@ -191,6 +191,55 @@ def _hang_finding(
     )  # fmt: skip
 
 
+def _window_comparison(t: Telemetry, s: DetectionSettings, span: slice) -> tuple[np.ndarray, tuple]:
+    """One window: which nodes are slow against their peers while the job computes, and the
+    (node SM, peers' SM, node IB, peers' IB) medians behind it."""
+    import numpy as np
+
+    nodes = len(t.nodes)
+    gpu_sm = np.nanmean(t.sm[:, span], axis=1)
+    node_sm = np.array([np.nanmedian(gpu_sm[t.gpu_node == n]) if (t.gpu_node == n).any() else np.nan
+                        for n in range(nodes)])  # fmt: skip
+    node_ib = (
+        np.nanmean(t.ib[:, span], axis=1) if (~np.isnan(t.ib[:, span])).any() else np.full(nodes, np.nan)
+    )
+    peer_sm = np.array([np.nanmedian(np.delete(node_sm, n)) for n in range(nodes)])
+    peer_ib = np.array([np.nanmedian(np.delete(node_ib, n)) for n in range(nodes)])
+    active = np.nan_to_num(peer_sm) >= s.slow_active_sm_min
+    slow_sm = np.nan_to_num(node_sm, nan=np.inf) < s.slow_ratio * peer_sm
+    ib_known = np.nan_to_num(peer_ib) >= 10 * s.ib_idle_bps
+    slow_ib = ib_known & (np.nan_to_num(node_ib, nan=np.inf) < s.slow_ratio * np.nan_to_num(peer_ib))
+    return active & (slow_sm | slow_ib), (node_sm, peer_sm, node_ib, peer_ib)
+
+
+def _fail_slow_evidence(
+    t: Telemetry, s: DetectionSettings, n: int, rows: list[tuple], since: str
+) -> tuple[str, dict[str, Any]]:
+    """The evidence line and measures of slow node ``n`` over the windows' medians ``rows``."""
+    import numpy as np
+
+    sm_ratio = float(np.nanmean([r[0][n] / r[1][n] for r in rows if r[1][n] > 0]))
+    ib_pairs = [(r[2][n], r[3][n]) for r in rows if r[3][n] and r[3][n] == r[3][n] and r[3][n] > 0]
+    ib_ratio = float(np.nanmean([a / b for a, b in ib_pairs])) if ib_pairs else None
+    node_sm = float(np.nanmean([r[0][n] for r in rows]))
+    peer_sm = float(np.nanmean([r[1][n] for r in rows]))
+    ib_text = (
+        f", InfiniBand {_fmt_bps(float(np.nanmean([a for a, _ in ib_pairs])))} vs "
+        f"{_fmt_bps(float(np.nanmean([b for _, b in ib_pairs])))} ({ib_ratio:.2f}x)"
+        if ib_ratio is not None
+        else ""
+    )
+    line = (
+        f"acme-detect: fail-slow: node {t.nodes[n]} median sm_active {node_sm:.1f}% vs peers' {peer_sm:.1f}% "
+        f"({sm_ratio:.2f}x){ib_text}, below {s.slow_ratio:g}x of its {len(t.nodes) - 1} peers in "
+        f"{s.slow_windows} consecutive {s.slow_window_minutes:g}-min windows since {since}"
+    )
+    return line, {
+        "sm_ratio": round(sm_ratio, 3),
+        "ib_ratio": None if ib_ratio is None else round(ib_ratio, 3),
+    }
+
+
 def detect_fail_slow(t: Telemetry, s: DetectionSettings) -> Finding | None:
     """Nodes below their peers in each of the last ``slow_windows`` windows (see the module doc)."""
     import numpy as np
@@ -207,52 +256,18 @@ def detect_fail_slow(t: Telemetry, s: DetectionSettings) -> Finding | None:
     rows = []
     with np.errstate(invalid="ignore"), _quiet_nan_warnings():
         for w in range(s.slow_windows):
-            span = slice(first + w * width, first + (w + 1) * width)
-            gpu_sm = np.nanmean(t.sm[:, span], axis=1)
-            node_sm = np.array([np.nanmedian(gpu_sm[t.gpu_node == n]) if (t.gpu_node == n).any() else np.nan
-                                for n in range(nodes)])  # fmt: skip
-            node_ib = (
-                np.nanmean(t.ib[:, span], axis=1)
-                if (~np.isnan(t.ib[:, span])).any()
-                else np.full(nodes, np.nan)
-            )
-            peer_sm = np.array([np.nanmedian(np.delete(node_sm, n)) for n in range(nodes)])
-            peer_ib = np.array([np.nanmedian(np.delete(node_ib, n)) for n in range(nodes)])
-            active = np.nan_to_num(peer_sm) >= s.slow_active_sm_min
-            slow_sm = np.nan_to_num(node_sm, nan=np.inf) < s.slow_ratio * peer_sm
-            ib_known = np.nan_to_num(peer_ib) >= 10 * s.ib_idle_bps
-            slow_ib = ib_known & (np.nan_to_num(node_ib, nan=np.inf) < s.slow_ratio * np.nan_to_num(peer_ib))
-            slow_in_all &= active & (slow_sm | slow_ib)
-            rows.append((node_sm, peer_sm, node_ib, peer_ib))
-    suspects = np.flatnonzero(slow_in_all)
-    if not len(suspects) or len(suspects) * 2 >= nodes:
-        return None
-    evidence, measures = [], {}
-    for n in suspects:
-        sm_ratio = float(np.nanmean([r[0][n] / r[1][n] for r in rows if r[1][n] > 0]))
-        ib_pairs = [(r[2][n], r[3][n]) for r in rows if r[3][n] and r[3][n] == r[3][n] and r[3][n] > 0]
-        ib_ratio = float(np.nanmean([a / b for a, b in ib_pairs])) if ib_pairs else None
-        node_sm, peer_sm = (
-            float(np.nanmean([r[0][n] for r in rows])),
-            float(np.nanmean([r[1][n] for r in rows])),
-        )
-        ib_text = (
-            f", InfiniBand {_fmt_bps(float(np.nanmean([a for a, _ in ib_pairs])))} vs "
-            f"{_fmt_bps(float(np.nanmean([b for _, b in ib_pairs])))} ({ib_ratio:.2f}x)"
-            if ib_ratio is not None
-            else ""
-        )
-        evidence.append(
-            f"acme-detect: fail-slow: node {t.nodes[n]} median sm_active {node_sm:.1f}% vs peers' {peer_sm:.1f}% "
-            f"({sm_ratio:.2f}x){ib_text}, below {s.slow_ratio:g}x of its {nodes - 1} peers in "
-            f"{s.slow_windows} consecutive {s.slow_window_minutes:g}-min windows since {t.iso(first)}"
-        )
-        measures[t.nodes[n]] = {
-            "sm_ratio": round(sm_ratio, 3),
-            "ib_ratio": None if ib_ratio is None else round(ib_ratio, 3),
-        }
+            slow, medians = _window_comparison(t, s, slice(first + w * width, first + (w + 1) * width))
+            slow_in_all &= slow
+            rows.append(medians)
+        suspects = np.flatnonzero(slow_in_all)
+        if not len(suspects) or len(suspects) * 2 >= nodes:
+            return None
+        found = [_fail_slow_evidence(t, s, int(n), rows, t.iso(first)) for n in suspects]
     minutes = round(width * s.slow_windows * t.step_s / 60, 2)
-    return Finding(FAIL_SLOW, t.iso(first), minutes, [t.nodes[n] for n in suspects], evidence, measures)
+    return Finding(
+        FAIL_SLOW, t.iso(first), minutes, [t.nodes[n] for n in suspects], [line for line, _ in found],
+        {t.nodes[n]: measures for n, (_, measures) in zip(suspects, found, strict=True)},
+    )  # fmt: skip
 
 
 def detect_job(t: Telemetry, s: DetectionSettings) -> Finding | None:

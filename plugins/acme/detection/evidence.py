@@ -22,8 +22,6 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from acme.lake import Lake
 
-DIAGNOSIS_DAG_ID = "diagnose_failures"
-
 
 def _compact(iso: str) -> str:
     return re.sub(r"[^0-9TZ]", "", iso)

@@ -16,6 +16,7 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from acme.detection.telemetry import Telemetry
     from acme.lake import Lake
     from acme.settings import DetectionSettings
 
@@ -48,9 +49,7 @@ def detect_cluster(
     window_minutes: float | None = None,
 ) -> dict[str, Any]:
     from acme import settings as acme_settings
-    from acme.detection.detect import detect_job
     from acme.detection.running import running_gpu_jobs
-    from acme.detection.telemetry import read_lake_samples, read_prometheus_samples, telemetry_from_samples
     from acme.errors import ConfigError
 
     began = time.perf_counter()
@@ -73,32 +72,54 @@ def detect_cluster(
     if running["jobs"]:
         end_ms = int(at.timestamp() * 1000)
         start_ms = end_ms - int(window * 60_000)
-        samples = (
-            read_prometheus_samples(url, start_ms, end_ms, step_s, None, settings.storage_write_promql)
-            if source == "prometheus"
-            else read_lake_samples(lake, cluster, start_ms, end_ms)
-        )
         nodes = sorted({n for job in running["jobs"] for n in job["nodes"]})
-        telemetry = telemetry_from_samples(samples, nodes, start_ms, end_ms, step_s)
+        telemetry = _window_telemetry(lake, cluster, url, nodes, (start_ms, end_ms, step_s), settings)
         for job in running["jobs"]:
-            view = telemetry.select(job["nodes"])
-            started_ms = int(datetime.fromisoformat(job["start_time"]).timestamp() * 1000)
-            view = view.since(started_ms)
-            if not view.gpus:
-                result["without_telemetry"].append(job["job_id"])
-                continue
-            result["jobs_checked"] += 1
-            finding = detect_job(view, settings)
-            if finding is not None:
-                result["suspects"].append(
-                    {"kind": finding.kind, "cluster": cluster, "job_id": job["job_id"],
-                     "job_name": job.get("job_name"), "user": job.get("user"), "job_type": job.get("job_type"),
-                     "submit_time": job.get("submit_time"), "nodes": job["nodes"],
-                     "suspect_nodes": finding.nodes, "since": finding.since, "minutes": finding.minutes,
-                     "evidence": finding.evidence, "measures": finding.measures}
-                )  # fmt: skip
+            _check_job(telemetry, job, settings, result)
     result["seconds"] = round(time.perf_counter() - began, 3)
     return result
+
+
+def _window_telemetry(
+    lake: Lake,
+    cluster: str,
+    prometheus_url: str | None,
+    nodes: list[str],
+    grid: tuple[int, int, int],
+    settings: DetectionSettings,
+) -> Telemetry:
+    """The nodes' telemetry of the window ``grid`` = (start ms, end ms, step s), from Prometheus when
+    ``prometheus_url`` is given, else from the metrics lake."""
+    from acme.detection.telemetry import read_lake_samples, read_prometheus_samples, telemetry_from_samples
+
+    start_ms, end_ms, step_s = grid
+    samples = (
+        read_prometheus_samples(prometheus_url, start_ms, end_ms, step_s, None, settings.storage_write_promql)
+        if prometheus_url
+        else read_lake_samples(lake, cluster, start_ms, end_ms)
+    )
+    return telemetry_from_samples(samples, nodes, start_ms, end_ms, step_s)
+
+
+def _check_job(telemetry: Telemetry, job: dict[str, Any], settings: DetectionSettings, result: dict) -> None:
+    """Run the detectors on one running job's part of the window; add it to ``result``."""
+    from acme.detection.detect import detect_job
+
+    view = telemetry.select(job["nodes"])
+    view = view.since(int(datetime.fromisoformat(job["start_time"]).timestamp() * 1000))
+    if not view.gpus:
+        result["without_telemetry"].append(job["job_id"])
+        return
+    result["jobs_checked"] += 1
+    finding = detect_job(view, settings)
+    if finding is not None:
+        result["suspects"].append(
+            {"kind": finding.kind, "cluster": result["cluster"], "job_id": job["job_id"],
+             "job_name": job.get("job_name"), "user": job.get("user"), "job_type": job.get("job_type"),
+             "submit_time": job.get("submit_time"), "nodes": job["nodes"],
+             "suspect_nodes": finding.nodes, "since": finding.since, "minutes": finding.minutes,
+             "evidence": finding.evidence, "measures": finding.measures}
+        )  # fmt: skip
 
 
 def report_suspects(
