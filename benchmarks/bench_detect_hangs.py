@@ -76,7 +76,7 @@ def minutes(rng: random.Random, low: float, high: float) -> int:
 
 def plan_cluster(nodes: int, days: int, seed: int):
     """Jobs, their episodes and the injected faults (ground truth) for one synthesized cluster."""
-    from acme.metrics.synth import GPUS_PER_NODE, Episode, TrainingJob, node_names
+    from acme.metrics.synth import GPUS_PER_NODE, TrainingJob, node_names
 
     rng = random.Random(f"detect:{seed}")
     steps = days * 86400 // STEP_S
@@ -91,70 +91,88 @@ def plan_cluster(nodes: int, days: int, seed: int):
         job = TrainingJob(f"job{len(jobs)}", first, size, start, steps)
         jobs.append(job)
         first += size
-        idx = job.node_indices
-        # Healthy phases, in time order without overlap.
-        t = start + minutes(rng, 5, 20)
-        next_ckpt = t + minutes(rng, 30, 60)
-        next_eval = t + minutes(rng, 120, 240)
-        while t < steps:
-            if t >= next_ckpt:
-                write = minutes(rng, 1, 6)
-                episodes.append(Episode("checkpoint", idx, t, t + write))
-                t += write
-                if rng.random() < 0.25:
-                    wait = max(1, int(min(6.0, rng.lognormvariate(-0.29, 0.8)) * 60 / STEP_S))
-                    writer = rng.choice(idx)
-                    others = tuple(n for n in idx if n != writer)
-                    episodes.append(Episode("barrier", others, t, t + wait))
-                    episodes.append(Episode("checkpoint", (writer,), t, t + wait))
-                    t += wait
-                next_ckpt = t + minutes(rng, 30, 60)
-            elif t >= next_eval:
-                length = minutes(rng, 3, 10)
-                episodes.append(Episode("eval", idx, t, t + length))
-                t += length
-                next_eval = t + minutes(rng, 120, 240)
-            elif rng.random() < 15 / (3 * 3600):  # about one data stall per 3 h (per 15 s step)
-                length = minutes(rng, 0.5, 3)
-                episodes.append(Episode("data_stall", idx, t, t + length))
-                t += length
-            else:
-                t += 1
-        # Faults (applied after the healthy phases, so they win where they overlap).
-        for kind, share in FAULT_SHARES.items():
-            if rng.random() >= share:
-                continue
-            onset = rng.randrange(start + minutes(rng, 30, 60), steps - minutes(rng, 40, 60))
-            if kind == "straggler":
-                slow = rng.choice(idx)
-                end = min(steps, onset + minutes(rng, 60, 180))
-                episodes.append(Episode("straggler", (slow,), onset, end, rng.uniform(0.3, 0.65)))
-                faults.append(Fault(job.job_id, kind, onset, end, (names[slow],)))
-                continue
-            end = min(steps, onset + int(WATCHDOG_MIN * 60 / STEP_S))
-            in_pause = next(
-                (e.kind for e in episodes if set(e.nodes) <= set(idx) and e.kind in PAUSES
-                 and e.start_step <= onset <= e.end_step),
-                None,
-            )  # fmt: skip
-            episodes.append(Episode(kind, idx, onset, end))
-            culprit: tuple[str, ...] = ()
-            if kind == "hang" and rng.random() < 0.3:
-                left = rng.choice(idx)
-                episodes.append(Episode("stall", (left,), onset, end))
-                culprit = (names[left],)
-            faults.append(Fault(job.job_id, kind, onset, end, culprit, in_pause))
+        episodes += healthy_phases(rng, job.node_indices, start, steps)
+        inject_faults(rng, job, steps, names, episodes, faults)
     gpus_per_job = {j.job_id: j.nodes * GPUS_PER_NODE for j in jobs}
     return jobs, episodes, faults, gpus_per_job, names
 
 
-def evaluate(telemetry, jobs, faults, gpus_per_job, names, settings, tick_steps: int, phase: int) -> dict:
-    """Run the detectors at every tick on every job; alarms, matched against the faults."""
+def healthy_phases(rng: random.Random, idx: tuple[int, ...], start: int, steps: int) -> list:
+    """A job's checkpoint writes (some ending in a barrier wait), evaluations and data stalls, in time order
+    without overlap."""
+    from acme.metrics.synth import Episode
+
+    episodes = []
+    t = start + minutes(rng, 5, 20)
+    next_ckpt = t + minutes(rng, 30, 60)
+    next_eval = t + minutes(rng, 120, 240)
+    while t < steps:
+        if t >= next_ckpt:
+            write = minutes(rng, 1, 6)
+            episodes.append(Episode("checkpoint", idx, t, t + write))
+            t += write
+            if rng.random() < 0.25:
+                wait = max(1, int(min(6.0, rng.lognormvariate(-0.29, 0.8)) * 60 / STEP_S))
+                writer = rng.choice(idx)
+                others = tuple(n for n in idx if n != writer)
+                episodes.append(Episode("barrier", others, t, t + wait))
+                episodes.append(Episode("checkpoint", (writer,), t, t + wait))
+                t += wait
+            next_ckpt = t + minutes(rng, 30, 60)
+        elif t >= next_eval:
+            length = minutes(rng, 3, 10)
+            episodes.append(Episode("eval", idx, t, t + length))
+            t += length
+            next_eval = t + minutes(rng, 120, 240)
+        elif rng.random() < 15 / (3 * 3600):  # about one data stall per 3 h (per 15 s step)
+            length = minutes(rng, 0.5, 3)
+            episodes.append(Episode("data_stall", idx, t, t + length))
+            t += length
+        else:
+            t += 1
+    return episodes
+
+
+def inject_faults(
+    rng: random.Random, job, steps: int, names: list[str], episodes: list, faults: list
+) -> None:
+    """A job's faults, appended after its healthy phases (so they win where they overlap)."""
+    from acme.metrics.synth import Episode
+
+    idx = job.node_indices
+    for kind, share in FAULT_SHARES.items():
+        if rng.random() >= share:
+            continue
+        onset = rng.randrange(job.start_step + minutes(rng, 30, 60), steps - minutes(rng, 40, 60))
+        if kind == "straggler":
+            slow = rng.choice(idx)
+            end = min(steps, onset + minutes(rng, 60, 180))
+            episodes.append(Episode("straggler", (slow,), onset, end, rng.uniform(0.3, 0.65)))
+            faults.append(Fault(job.job_id, kind, onset, end, (names[slow],)))
+            continue
+        end = min(steps, onset + int(WATCHDOG_MIN * 60 / STEP_S))
+        in_pause = next(
+            (e.kind for e in episodes if set(e.nodes) <= set(idx) and e.kind in PAUSES
+             and e.start_step <= onset <= e.end_step),
+            None,
+        )  # fmt: skip
+        episodes.append(Episode(kind, idx, onset, end))
+        culprit: tuple[str, ...] = ()
+        if kind == "hang" and rng.random() < 0.3:
+            left = rng.choice(idx)
+            episodes.append(Episode("stall", (left,), onset, end))
+            culprit = (names[left],)
+        faults.append(Fault(job.job_id, kind, onset, end, culprit, in_pause))
+
+
+def run_ticks(telemetry, jobs, names, settings, tick_steps: int, phase: int) -> tuple[list, int, float]:
+    """The detectors at every tick on every job, as the DAG calls them: (alarms, calls, seconds), an alarm
+    being [job, "hang" | "slow", first step, last step, nodes] (consecutive detections of a kind)."""
     from acme.detection.detect import FAIL_SLOW, detect_job
 
     window = int(settings.lookback_minutes * 60 / STEP_S)
     gap = max(2 * tick_steps, window)
-    alarms = []  # (job, kind, first_step, last_step, nodes)
+    alarms: list[list] = []
     calls, seconds = 0, 0.0
     for job in jobs:
         view = telemetry.select([names[i] for i in job.node_indices])
@@ -162,10 +180,8 @@ def evaluate(telemetry, jobs, faults, gpus_per_job, names, settings, tick_steps:
         for end in range(phase, telemetry.steps + 1, tick_steps):  # the DAG's ticks, whatever the window
             if end <= job.start_step:
                 continue
-            begin = max(job.start_step, end - window)  # as detect_cluster: nothing before the job started
-            part = view.span(begin, end)
             began = time.perf_counter()
-            finding = detect_job(part, settings)
+            finding = detect_job(view.span(max(job.start_step, end - window), end), settings)
             seconds += time.perf_counter() - began
             calls += 1
             if finding is None:
@@ -176,22 +192,25 @@ def evaluate(telemetry, jobs, faults, gpus_per_job, names, settings, tick_steps:
                 current[3] = end
                 current[4] |= set(finding.nodes)
             else:
-                current = [job.job_id, kind, end, end, set(finding.nodes)]
-                open_alarm[kind] = current
-                alarms.append(current)
-    # Match.
+                open_alarm[kind] = [job.job_id, kind, end, end, set(finding.nodes)]
+                alarms.append(open_alarm[kind])
+    return alarms, calls, seconds
+
+
+def match_alarms(alarms: list, faults: list, tick_steps: int) -> tuple[int, list, dict, dict]:
+    """(true alarms, false alarms, fault number -> first delay in steps, fault number -> culprit named)."""
     true_alarms, false_alarms = 0, []
     detected: dict[int, int] = {}
     named_culprit: dict[int, bool] = {}
     for job_id, kind, first, last, nodes in alarms:
         matched = False
         for number, fault in enumerate(faults):
-            if fault.job != job_id:
-                continue
             same_class = (kind == "hang" and fault.kind in ("hang", "stall")) or (
                 kind == "slow" and fault.kind == "straggler" and set(fault.nodes) <= nodes
             )
-            if same_class and first <= fault.end_step + tick_steps and last >= fault.start_step:
+            if fault.job != job_id or not same_class:
+                continue
+            if first <= fault.end_step + tick_steps and last >= fault.start_step:
                 matched = True
                 delay = first - fault.start_step
                 if delay >= 0 and (number not in detected or delay < detected[number]):
@@ -202,6 +221,13 @@ def evaluate(telemetry, jobs, faults, gpus_per_job, names, settings, tick_steps:
             false_alarms.append(
                 {"job": job_id, "kind": kind, "at_step": first, "minutes_after_midnight": first / 4}
             )
+    return true_alarms, false_alarms, detected, named_culprit
+
+
+def evaluate(telemetry, jobs, faults, gpus_per_job, names, settings, tick_steps: int, phase: int) -> dict:
+    """Run the detectors at every tick on every job; alarms, matched against the faults."""
+    alarms, calls, seconds = run_ticks(telemetry, jobs, names, settings, tick_steps, phase)
+    true_alarms, false_alarms, detected, named_culprit = match_alarms(alarms, faults, tick_steps)
     fault_gpu_steps = sum(
         gpus_per_job[f.job] * (f.end_step - f.start_step) for f in faults if f.kind in ("hang", "stall")
     )
