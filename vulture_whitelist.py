@@ -52,9 +52,9 @@ _.first_inference_s  # simulator lower bound part, read by tests
 # Used by `make demo`, the stack or the benchmarks (not by plugins/ or dags/)
 iter_training_log  # Makefile demo logs, stack/nightly_day.py, benchmarks
 write_checkpoint  # Makefile demo checkpoints, benchmarks/bench_crash_to_restart.py
-telemetry_from_synth  # benchmarks/bench_detect_hangs.py
-synth_training_cluster  # benchmarks/bench_detect_hangs.py
-_.node_indices  # benchmarks/bench_detect_hangs.py
+telemetry_from_synth  # benchmarks/bench_detect_hangs.py (and the detection tests)
+build_lake  # acme.detection.scenario: benchmarks/bench_detect_hangs.py's lake pass (and the detection tests)
+step_of  # acme.detection.scenario: benchmarks/bench_detect_hangs.py's lake pass (and the detection tests)
 _.undecided_nodes  # benchmarks/bench_locate_faults.py
 _.gpu_idle_share  # benchmarks/bench_plan_eval.py
 opencompass_two_stage_makespan  # benchmarks/bench_plan_eval.py (the OpenCompass baseline)

@@ -3,13 +3,16 @@
 
 Every 2 minutes, for every configured cluster: **which GPU jobs run** now (the jobs lake: started,
 not ended, with a node list) — when none does, the run stops there (short circuit: nothing else is
-read) → **detect** (mapped per cluster): the last 16 minutes of SM, tensor-core and GPU utilization
-and of InfiniBand traffic of those jobs' nodes (Prometheus when the cluster's metrics source is
+read) → **detect** (mapped per cluster): the last 16 minutes of SM, tensor-core and GPU utilization,
+of InfiniBand traffic and of storage writes of those jobs' nodes (Prometheus when the cluster's metrics source is
 Prometheus, else the metrics lake), then the two detectors of `acme.detection`:
 
 - **hang**: all of a job's GPUs without tensor-core work and its nodes without RDMA traffic while
   the collective's kernels spin (`gpu_util` ≥ 90 %) for `ACME_DETECT_HANG_MINUTES` (2.5); without a
-  resident kernel (a stall) for `ACME_DETECT_STALL_MINUTES` (10);
+  resident kernel (a stall) for `ACME_DETECT_STALL_MINUTES` (10). A node writing ≥
+  `ACME_DETECT_STORAGE_WRITE_BPS` (10 MB/s) to the shared file system (`storage_write`) means a
+  checkpoint, not a hang; where no node writes, a spin right after a pause is a hang too (without that
+  metric it waits for the stall rule, as a checkpoint's barrier wait looks the same);
 - **fail-slow**: a node's SM activity or InfiniBand traffic below `ACME_DETECT_SLOW_RATIO` (0.7) of
   its peers' in `ACME_DETECT_SLOW_WINDOWS` (3) consecutive 5-minute windows.
 
@@ -35,7 +38,7 @@ from airflow.providers.standard.operators.trigger_dagrun import TriggerDagRunOpe
 from airflow.sdk import Param, dag, get_current_context, task
 from airflow.timetables.trigger import CronTriggerTimetable
 
-from acme import config
+from acme import settings
 from acme_airflow.defaults import DEFAULT_ARGS, Tag
 from acme_airflow.params import cluster_param
 
@@ -45,7 +48,7 @@ DIAGNOSIS_DAG_ID = "diagnose_failures"
 @dag(
     dag_id="detect_hangs",
     schedule=CronTriggerTimetable("*/2 * * * *", timezone="UTC"),
-    start_date=config.start_date(),
+    start_date=settings.project().start_date,
     catchup=False,
     max_active_runs=1,
     dagrun_timeout=timedelta(minutes=10),
@@ -71,39 +74,24 @@ def detect_hangs():
     @task.short_circuit
     def running_jobs() -> list[dict]:
         """The clusters where a GPU job runs; none -> every later task is skipped."""
-        from acme.detection.run import clusters_with_running_jobs, detection_moment
-        from acme_airflow.failures import no_retry_for_bad_input
-        from acme_airflow.lake import task_lake
+        from acme.detection.run import plan_detection
+        from acme_airflow.tasks import lake_task
 
         context = get_current_context()
-        with no_retry_for_bad_input():
-            at = detection_moment(
-                context["params"].get("at"), context.get("data_interval_end"), context["dag_run"].run_after
-            )
-            plan = clusters_with_running_jobs(task_lake(), context["params"]["cluster"], at)
-        print(f"{at.isoformat()}: GPU jobs running on {plan or 'no cluster'}")
-        return [{**item, "at": at.isoformat()} for item in plan]
+        with lake_task() as lake:
+            return plan_detection(
+                lake, context["params"]["cluster"], context["params"].get("at"),
+                context.get("data_interval_end"), context["dag_run"].run_after,
+            )  # fmt: skip
 
     @task(map_index_template="{{ item['cluster'] }}")
     def detect(item: dict) -> list[dict]:
         """Detect on one cluster; write each suspect's evidence; the diagnosis runs to start."""
-        from datetime import datetime
+        from acme.detection.run import detect_and_report
+        from acme_airflow.tasks import lake_task
 
-        from acme.detection.run import detect_cluster, report_suspects
-        from acme_airflow.failures import no_retry_for_bad_input
-        from acme_airflow.lake import task_lake
-
-        lake = task_lake()
-        with no_retry_for_bad_input():
-            result = detect_cluster(lake, item["cluster"], datetime.fromisoformat(item["at"]))
-            triggers = report_suspects(lake, result)
-        for suspect in result["suspects"]:
-            print(f"{suspect['kind']} of job {suspect['job_id']}: {suspect['evidence'][0]}")
-        print(
-            f"{result['jobs_checked']} of {result['jobs_running']} running jobs checked from the "
-            f"{result['source']} in {result['seconds']} s; {len(result['suspects'])} suspects"
-        )
-        return triggers
+        with lake_task() as lake:
+            return detect_and_report(lake, item["cluster"], item["at"])
 
     @task
     def collect(triggers: list[list[dict]]) -> list[dict]:

@@ -11,9 +11,9 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
+from acme.detection.scenario import JOB_ID, NODES, build_lake, step_of
 from acme.metrics.synth import Episode
 from acme.recovery.synth_checkpoints import write_checkpoint
-from tests.unit.detection.scenario import JOB_ID, NODES, build_lake, step_of
 
 ROOT = Path(__file__).resolve().parents[2]
 HANG_AT = datetime(2024, 3, 10, 2, 0, tzinfo=UTC)  # the hang starts at 02:00 and lasts 30 min

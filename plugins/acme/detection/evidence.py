@@ -22,12 +22,6 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from acme.lake import Lake
 
-DIAGNOSIS_DAG_ID = "diagnose_failures"
-
-
-def _safe(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]", "_", str(text)).lstrip(".") or "_"
-
 
 def _compact(iso: str) -> str:
     return re.sub(r"[^0-9TZ]", "", iso)
@@ -35,9 +29,12 @@ def _compact(iso: str) -> str:
 
 def episode_of(lake: Lake, suspect: dict[str, Any], detected_at: datetime, gap: timedelta) -> dict[str, Any]:
     """The suspect's episode (the earlier one when detections continue it, else a new one), recorded."""
-    key = f"detection/episodes/cluster={suspect['cluster']}/job={_safe(suspect['job_id'])}/{suspect['kind']}.json"
+    from acme.lake_keys import detection_episode, safe_name
+
+    cluster, job_id, kind = suspect["cluster"], str(suspect["job_id"]), suspect["kind"]
+    key = detection_episode(cluster, job_id, kind)
     now = detected_at.isoformat()
-    with lake.lock(f"detect-{suspect['cluster']}-{_safe(suspect['job_id'])}-{suspect['kind']}", timeout_s=60):
+    with lake.lock(f"detect-{cluster}-{safe_name(job_id)}-{kind}", timeout_s=60):
         earlier = lake.read_json(key, default=None)
         if earlier:
             last = datetime.fromisoformat(earlier["last_detected"])
@@ -54,9 +51,9 @@ def episode_of(lake: Lake, suspect: dict[str, Any], detected_at: datetime, gap: 
 
 def evidence_location(suspect: dict[str, Any], episode: str) -> str:
     """The evidence log's location relative to the log root."""
-    return (
-        f"detect/cluster={suspect['cluster']}/job={_safe(suspect['job_id'])}/{suspect['kind']}-{episode}.log"
-    )
+    from acme.lake_keys import detection_evidence_log
+
+    return detection_evidence_log(suspect["cluster"], str(suspect["job_id"]), suspect["kind"], episode)
 
 
 def write_evidence(lake: Lake, suspect: dict[str, Any], location: str, detected_at: datetime) -> str:
@@ -66,10 +63,11 @@ def write_evidence(lake: Lake, suspect: dict[str, Any], location: str, detected_
     stamp = detected_at.strftime("%Y-%m-%dT%H:%M:%SZ")
     text = "".join(f"{stamp} ERROR {line}\n" for line in suspect["evidence"]).encode()
     root = settings.log_root().format(lake=lake.uri).rstrip("/")
-    lake_root = lake.uri.rstrip("/")
-    if root == lake_root or root.startswith(lake_root + "/"):
-        return lake.write_bytes(f"{root[len(lake_root) + 1 :]}/{location}".lstrip("/"), text)
-    import fsspec
+    if root == lake.uri.rstrip("/"):
+        return lake.write_bytes(location, text)
+    if lake.owns(root):
+        return lake.write_bytes(f"{lake.key_of(root)}/{location}", text)
+    import fsspec  # a log root outside the lake
 
     url = f"{root}/{location}"
     fs, path = fsspec.core.url_to_fs(url)
@@ -84,11 +82,15 @@ def diagnosis_trigger(
     lake: Lake, suspect: dict[str, Any], detected_at: datetime, gap: timedelta
 ) -> dict[str, Any]:
     """Write the evidence; return ``{"conf", "trigger_run_id"}`` for a ``diagnose_failures`` run."""
+    from acme.lake_keys import safe_name
+
     episode = episode_of(lake, suspect, detected_at, gap)["episode"]
     location = evidence_location(suspect, episode)
     write_evidence(lake, suspect, location, detected_at)
     day = str(suspect.get("submit_time") or detected_at.isoformat())[:10]
-    run_id = f"detect__{suspect['cluster']}__{_safe(suspect['job_id'])}__{suspect['kind']}__{episode}"
+    run_id = (
+        f"detect__{suspect['cluster']}__{safe_name(str(suspect['job_id']))}__{suspect['kind']}__{episode}"
+    )
     return {
         "conf": {
             "cluster": suspect["cluster"],

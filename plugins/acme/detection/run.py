@@ -16,8 +16,9 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from acme.detection.settings import DetectionSettings
+    from acme.detection.telemetry import Telemetry
     from acme.lake import Lake
+    from acme.settings import DetectionSettings
 
 
 def choose_source(cluster: str, settings: DetectionSettings) -> tuple[str, str | None, int]:
@@ -47,14 +48,12 @@ def detect_cluster(
     settings: DetectionSettings | None = None,
     window_minutes: float | None = None,
 ) -> dict[str, Any]:
-    from acme.detection.detect import detect_job
+    from acme import settings as acme_settings
     from acme.detection.running import running_gpu_jobs
-    from acme.detection.settings import DetectionSettings
-    from acme.detection.telemetry import read_lake_samples, read_prometheus_samples, telemetry_from_samples
     from acme.errors import ConfigError
 
     began = time.perf_counter()
-    settings = settings or DetectionSettings.from_env()
+    settings = settings or acme_settings.detection()
     if at.tzinfo is None:
         raise ConfigError(f"detection time {at.isoformat()} has no time zone")
     at = at.astimezone(UTC)
@@ -73,45 +72,92 @@ def detect_cluster(
     if running["jobs"]:
         end_ms = int(at.timestamp() * 1000)
         start_ms = end_ms - int(window * 60_000)
-        samples = (
-            read_prometheus_samples(url, start_ms, end_ms, step_s)
-            if source == "prometheus"
-            else read_lake_samples(lake, cluster, start_ms, end_ms)
-        )
         nodes = sorted({n for job in running["jobs"] for n in job["nodes"]})
-        telemetry = telemetry_from_samples(samples, nodes, start_ms, end_ms, step_s)
+        telemetry = _window_telemetry(lake, cluster, url, nodes, (start_ms, end_ms, step_s), settings)
         for job in running["jobs"]:
-            view = telemetry.select(job["nodes"])
-            started_ms = int(datetime.fromisoformat(job["start_time"]).timestamp() * 1000)
-            view = view.since(started_ms)
-            if not view.gpus:
-                result["without_telemetry"].append(job["job_id"])
-                continue
-            result["jobs_checked"] += 1
-            finding = detect_job(view, settings)
-            if finding is not None:
-                result["suspects"].append(
-                    {"kind": finding.kind, "cluster": cluster, "job_id": job["job_id"],
-                     "job_name": job.get("job_name"), "user": job.get("user"), "job_type": job.get("job_type"),
-                     "submit_time": job.get("submit_time"), "nodes": job["nodes"],
-                     "suspect_nodes": finding.nodes, "since": finding.since, "minutes": finding.minutes,
-                     "evidence": finding.evidence, "measures": finding.measures}
-                )  # fmt: skip
+            _check_job(telemetry, job, settings, result)
     result["seconds"] = round(time.perf_counter() - began, 3)
     return result
+
+
+def _window_telemetry(
+    lake: Lake,
+    cluster: str,
+    prometheus_url: str | None,
+    nodes: list[str],
+    grid: tuple[int, int, int],
+    settings: DetectionSettings,
+) -> Telemetry:
+    """The nodes' telemetry of the window ``grid`` = (start ms, end ms, step s), from Prometheus when
+    ``prometheus_url`` is given, else from the metrics lake."""
+    from acme.detection.telemetry import read_lake_samples, read_prometheus_samples, telemetry_from_samples
+
+    start_ms, end_ms, step_s = grid
+    samples = (
+        read_prometheus_samples(prometheus_url, start_ms, end_ms, step_s, None, settings.storage_write_promql)
+        if prometheus_url
+        else read_lake_samples(lake, cluster, start_ms, end_ms)
+    )
+    return telemetry_from_samples(samples, nodes, start_ms, end_ms, step_s)
+
+
+def _check_job(telemetry: Telemetry, job: dict[str, Any], settings: DetectionSettings, result: dict) -> None:
+    """Run the detectors on one running job's part of the window; add it to ``result``."""
+    from acme.detection.detect import detect_job
+
+    view = telemetry.select(job["nodes"])
+    view = view.since(int(datetime.fromisoformat(job["start_time"]).timestamp() * 1000))
+    if not view.gpus:
+        result["without_telemetry"].append(job["job_id"])
+        return
+    result["jobs_checked"] += 1
+    finding = detect_job(view, settings)
+    if finding is not None:
+        result["suspects"].append(
+            {"kind": finding.kind, "cluster": result["cluster"], "job_id": job["job_id"],
+             "job_name": job.get("job_name"), "user": job.get("user"), "job_type": job.get("job_type"),
+             "submit_time": job.get("submit_time"), "nodes": job["nodes"],
+             "suspect_nodes": finding.nodes, "since": finding.since, "minutes": finding.minutes,
+             "evidence": finding.evidence, "measures": finding.measures}
+        )  # fmt: skip
 
 
 def report_suspects(
     lake: Lake, result: dict[str, Any], settings: DetectionSettings | None = None
 ) -> list[dict]:
     """Write each suspect's evidence and episode; the ``diagnose_failures`` triggers (one per episode)."""
+    from acme import settings as acme_settings
     from acme.detection.evidence import diagnosis_trigger
-    from acme.detection.settings import DetectionSettings
 
-    settings = settings or DetectionSettings.from_env()
+    settings = settings or acme_settings.detection()
     at = datetime.fromisoformat(result["at"])
     gap = timedelta(minutes=max(10.0, 2 * settings.lookback_minutes))
     return [diagnosis_trigger(lake, suspect, at, gap) for suspect in result["suspects"]]
+
+
+def plan_detection(
+    lake: Lake, cluster: str, at_param: str | None, interval_end: datetime | None, run_after: datetime
+) -> list[dict[str, Any]]:
+    """The ``detect_hangs`` DAG's first step: ``[{"cluster", "jobs", "at"}]`` for the clusters (``all`` or
+    one) where a GPU job runs at the run's moment (:func:`detection_moment`); empty when none does."""
+    at = detection_moment(at_param, interval_end, run_after)
+    plan = clusters_with_running_jobs(lake, cluster, at)
+    print(f"{at.isoformat()}: GPU jobs running on {plan or 'no cluster'}")
+    return [{**item, "at": at.isoformat()} for item in plan]
+
+
+def detect_and_report(lake: Lake, cluster: str, at: str) -> list[dict]:
+    """One cluster's detection pass at ``at`` (ISO 8601) with each suspect's evidence written: the
+    ``diagnose_failures`` triggers (the DAG's detect step), the pass summarized on stdout."""
+    result = detect_cluster(lake, cluster, datetime.fromisoformat(at))
+    triggers = report_suspects(lake, result)
+    for suspect in result["suspects"]:
+        print(f"{suspect['kind']} of job {suspect['job_id']}: {suspect['evidence'][0]}")
+    print(
+        f"{result['jobs_checked']} of {result['jobs_running']} running jobs checked from the "
+        f"{result['source']} in {result['seconds']} s; {len(result['suspects'])} suspects"
+    )
+    return triggers
 
 
 def detect_hangs_cli(
@@ -139,12 +185,12 @@ def clusters_with_running_jobs(
 ) -> list[dict[str, Any]]:
     """``[{"cluster", "jobs"}]`` for the clusters (``all`` or one) where a GPU job with a node list runs at
     ``at``: the DAG's short circuit, which reads only the jobs partitions."""
+    from acme import settings as acme_settings
     from acme.clusters import load_clusters
     from acme.detection.running import running_gpu_jobs
-    from acme.detection.settings import DetectionSettings
     from acme.errors import ConfigError
 
-    settings = settings or DetectionSettings.from_env()
+    settings = settings or acme_settings.detection()
     clusters = load_clusters()
     if cluster != "all" and cluster not in clusters:
         raise ConfigError(f"unknown cluster {cluster!r}; configured: {', '.join(sorted(clusters))}")

@@ -24,12 +24,13 @@ def running_gpu_jobs(lake: Lake, cluster: str, at: datetime, lookback_days: int)
     import pyarrow.parquet as pq
 
     from acme.diagnosis.routing import expand_hostlist
+    from acme.lake_keys import jobs_partition
 
     jobs: list[dict[str, Any]] = []
     without_nodes = read = 0
     for back in range(lookback_days + 1):
         day = (at - timedelta(days=back)).date()
-        key = f"jobs/cluster={cluster}/date={day.isoformat()}/jobs.parquet"
+        key = jobs_partition(cluster, day)
         if not lake.exists(key):
             continue
         read += 1

@@ -51,6 +51,7 @@ EXTRA_REASONS: dict[str, str] = {
     "NCCLError": "Infrastructure",  # NCCL/RCCL system, internal, CUDA and usage errors (not timeouts)
     "SideServiceError": "Infrastructure",  # wandb, metrics pushers, log shippers unreachable
     "SegmentationFault": "Framework",  # SIGSEGV in native code (exit code 139 / -11)
+    "FailSlow": "Infrastructure",  # a running job's node much slower than its peers (acme.detection)
     # Outside the taxonomy: the job was ended from outside.
     "SchedulerTimeLimit": "External",  # Slurm TIMEOUT, "DUE TO TIME LIMIT", Kubernetes DeadlineExceeded
     "Preempted": "External",  # Slurm PREEMPTED / requeue

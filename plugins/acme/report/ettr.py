@@ -41,12 +41,13 @@ latencies, with Young's optimum ``I* = sqrt(2*C*MTBF)``.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from acme.config import env, env_number
-
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     import pandas as pd
     from matplotlib.figure import Figure
 
@@ -66,16 +67,6 @@ WHATIF_INTERVALS_MIN = (15, 30, 60, 120, 240)
 WHATIF_LATENCIES_MIN = (5, 15, 60, 180)
 
 
-def job_types() -> tuple[str, ...]:
-    """Job types whose campaigns are reported (``ACME_ETTR_JOB_TYPES``, comma-separated; ``Pretrain``)."""
-    return tuple(t.strip() for t in env("ACME_ETTR_JOB_TYPES", "Pretrain").split(",") if t.strip())
-
-
-def max_gap_hours() -> float:
-    """Longest submit gap after a job's end for a same-named job to count as its restart (24 h)."""
-    return env_number("ACME_ETTR_MAX_GAP_HOURS", 24, low=0, high=24 * 60)
-
-
 def base_name(job_name: str) -> str:
     """The campaign part of a job name: lower-cased, restart markers stripped from the end."""
     name = job_name.strip().lower()
@@ -90,14 +81,15 @@ def base_name(job_name: str) -> str:
 
 
 def _read_days(
-    lake: Lake, area: str, file: str, cluster: str, days: list[str], columns=None, filters=None
+    lake: Lake, key_of: Callable[[str, str], str], cluster: str, days: list[str], columns=None, filters=None
 ) -> pd.DataFrame:
+    """The day partitions ``key_of(cluster, day)`` (an ``acme.lake_keys`` function) that exist, as one frame."""
     import pandas as pd
     import pyarrow.parquet as pq
 
     frames = []
     for day in days:
-        key = f"{area}/cluster={cluster}/date={day}/{file}"
+        key = key_of(cluster, day)
         if lake.exists(key):
             with lake.local_file(key) as path:
                 names = pq.read_schema(path).names
@@ -109,11 +101,14 @@ def _read_days(
 def campaign_jobs(lake: Lake, cluster: str, days: list[str]) -> tuple[pd.DataFrame, int]:
     """The period's named GPU jobs of the ETTR job types, and how many such jobs had no name or user."""
     # Only the chosen types are converted (a six-month Seren history is a million rows, few of them Pretrain).
-    wanted = [("job_type", "in", list(job_types())), ("gpu_num", ">", 0)]
-    jobs = _read_days(lake, "jobs", "jobs.parquet", cluster, days, JOB_COLUMNS, filters=wanted)
+    from acme import lake_keys, settings
+
+    types = settings.ettr().job_types
+    wanted = [("job_type", "in", list(types)), ("gpu_num", ">", 0)]
+    jobs = _read_days(lake, lake_keys.jobs_partition, cluster, days, JOB_COLUMNS, filters=wanted)
     if jobs.empty:
         return jobs, 0
-    chosen = jobs[jobs["job_type"].isin(job_types()) & (jobs["gpu_num"].fillna(0) > 0)]
+    chosen = jobs[jobs["job_type"].isin(types) & (jobs["gpu_num"].fillna(0) > 0)]
     chosen = chosen[chosen["start_time"].notna()]
     named = (
         chosen["job_name"].notna()
@@ -124,16 +119,20 @@ def campaign_jobs(lake: Lake, cluster: str, days: list[str]) -> tuple[pd.DataFra
 
 
 def checkpoint_events(lake: Lake, cluster: str, days: list[str]) -> pd.DataFrame:
+    from acme import lake_keys
+
     return _read_days(
-        lake, "checkpoints", "events.parquet", cluster, days,
+        lake, lake_keys.checkpoint_events, cluster, days,
         ["job_id", "event", "step", "at", "duration_s", "source_job_id"],
     )  # fmt: skip
 
 
 def diagnosed_reasons(lake: Lake, cluster: str, days: list[str]) -> dict[str, str]:
     """job id -> reason of its newest diagnosis record."""
+    from acme import lake_keys
+
     records = _read_days(
-        lake, "diagnoses", "diagnoses.parquet", cluster, days, ["job_id", "reason", "diagnosed_at"]
+        lake, lake_keys.diagnoses_partition, cluster, days, ["job_id", "reason", "diagnosed_at"]
     )
     if records.empty:
         return {}
@@ -148,7 +147,9 @@ def link_campaigns(
     jobs: pd.DataFrame, events: pd.DataFrame, gap_hours: float | None = None
 ) -> dict[str, str]:
     """job id -> campaign id (see the module doc for the rule)."""
-    gap_s = 3600 * (max_gap_hours() if gap_hours is None else gap_hours)
+    from acme import settings
+
+    gap_s = 3600 * (settings.ettr().max_gap_hours if gap_hours is None else gap_hours)
     resumed_from: dict[str, str] = {}
     if not events.empty:
         resumes = events[(events["event"] == "resume") & events["source_job_id"].notna()].sort_values("at")
@@ -183,6 +184,23 @@ def link_campaigns(
 # --- accounting ----------------------------------------------------------------------------------------
 
 
+@dataclass
+class _Campaign:
+    """What one campaign's jobs add up to while :func:`account` walks them in start order."""
+
+    name: str
+    totals: dict[str, float] = field(
+        default_factory=lambda: {"lost_ckpt": 0.0, "restart": 0.0, "queue": 0.0, "stall": 0.0}
+    )
+    gpu_h: dict[str, float] = field(default_factory=lambda: {"lost_ckpt": 0.0, "restart": 0.0, "queue": 0.0})
+    saves: list[tuple[int, datetime, float]] = field(default_factory=list)
+    latencies: list[float] = field(default_factory=list)
+    queues: list[float] = field(default_factory=list)
+    interruptions: list[dict[str, Any]] = field(default_factory=list)
+    progress: list[dict[str, Any]] = field(default_factory=list)
+    has_events: bool = False
+
+
 def account(
     jobs: pd.DataFrame,
     events: pd.DataFrame,
@@ -198,106 +216,14 @@ def account(
     campaigns, interruptions, progress = [], [], []
     jobs = jobs.assign(campaign=jobs["job_id"].astype(str).map(campaign_of))
     for campaign, members in jobs.sort_values("start_time").groupby("campaign", sort=False):
-        members = members.to_dict("records")
-        totals = {"lost_ckpt": 0.0, "restart": 0.0, "queue": 0.0, "stall": 0.0}
-        gpu_h = {"lost_ckpt": 0.0, "restart": 0.0, "queue": 0.0}
-        saves_all, latencies, queues = [], [], []
-        has_events = False
-        for index, job in enumerate(members):
-            job_id = str(job["job_id"])
-            start = job["start_time"].to_pydatetime()
-            end = _end_of(job, by_job.get(job_id), until)
-            gpus = float(job["gpu_num"])
-            mine = by_job.get(job_id)
-            following = members[index + 1] if index + 1 < len(members) else None
-            resume_at, resume_step, saves = start, 0, []
-            if mine is not None and len(mine):
-                has_events = True
-                resumed = mine[mine["event"] == "resume"]
-                if len(resumed):
-                    resume_at = resumed["at"].iloc[0].to_pydatetime()
-                    resume_step = int(resumed["step"].iloc[0])
-                saves = [
-                    (int(s), a.to_pydatetime(), float(d or 0))
-                    for s, a, d in zip(mine["step"], mine["at"], mine["duration_s"], strict=True)
-                    if a is not None
-                ]
-                saves = [s for s, e in zip(saves, mine["event"], strict=True) if e == "save"]
-            latency = max(0.0, (min(resume_at, end) - start).total_seconds())
-            totals["restart"] += latency  # the first job's start-up is not productive either ...
-            if index:  # ... but only a restart's latency is lost to a failure
-                gpu_h["restart"] += latency * gpus / 3600
-                latencies.append(latency)
-            stall = sum(d for _, _, d in saves)
-            totals["stall"] += stall
-            saves_all.extend(saves)
-            progress.append(_progress_row(campaign, job_id, resume_at, resume_step, "resume"))
-            progress += [_progress_row(campaign, job_id, a, s, "save") for s, a, _ in saves]
-            interrupted = following is not None or job["state"] not in ("COMPLETED", "RUNNING")
-            if not interrupted:
-                progress.append(
-                    _progress_row(campaign, job_id, end, _step_at(saves, resume_at, resume_step, end), "end")
-                )
-                continue
-            next_resume = _resume_of(by_job.get(str(following["job_id"]))) if following is not None else None
-            kept_at = next(
-                (a for s, a, _ in saves if next_resume is not None and s == next_resume[1]),
-                None,
-            )
-            if kept_at is None and next_resume is None and saves:
-                kept_at = saves[-1][1]  # nothing resumed yet: the last save is what a restart would use
-            lost = (end - kept_at).total_seconds() if kept_at else (end - resume_at).total_seconds()
-            lost = max(0.0, lost)
-            queue = (
-                max(0.0, (following["start_time"].to_pydatetime() - end).total_seconds())
-                if following is not None
-                else 0.0
-            )
-            next_gpus = float(following["gpu_num"]) if following is not None else gpus
-            next_latency = (
-                max(0.0, (next_resume[0] - following["start_time"].to_pydatetime()).total_seconds())
-                if following is not None and next_resume is not None
-                else 0.0
-            )
-            totals["lost_ckpt"] += lost
-            totals["queue"] += queue
-            gpu_h["lost_ckpt"] += lost * gpus / 3600
-            gpu_h["queue"] += queue * next_gpus / 3600
-            queues.append(queue)
-            reason = reasons.get(job_id) or str(job["state"])
-            interruptions.append({
-                "campaign": campaign, "job_id": job_id, "ended_at": end, "state": job["state"], "reason": reason,
-                "lost_since_checkpoint_h": lost / 3600, "restart_latency_h": next_latency / 3600,
-                "queue_after_crash_h": queue / 3600,
-                "gpu_hours_lost": (lost * gpus + next_latency * next_gpus + queue * next_gpus) / 3600,
-            })  # fmt: skip
-            progress.append(
-                _progress_row(campaign, job_id, end, _step_at(saves, resume_at, resume_step, end), "failure")
-            )
-        first_start = members[0]["start_time"].to_pydatetime()
-        last_end = _end_of(members[-1], by_job.get(str(members[-1]["job_id"])), until)
-        wall = max(1.0, (last_end - first_start).total_seconds())
-        unproductive = sum(totals.values())
-        productive = max(0.0, wall - unproductive)
-        intervals = [
-            (b[1] - a[1]).total_seconds()
-            for a, b in zip(saves_all, saves_all[1:], strict=False)
-            if b[1] > a[1]
-        ]
-        campaigns.append({
-            "campaign": campaign, "user": members[0]["user"], "jobs": len(members),
-            "interruptions": sum(1 for i in interruptions if i["campaign"] == campaign),
-            "first_start": first_start, "last_end": last_end, "gpus_max": int(max(m["gpu_num"] for m in members)),
-            "wall_h": wall / 3600, "productive_h": productive / 3600, "ettr": productive / wall,
-            "lost_since_checkpoint_h": totals["lost_ckpt"] / 3600, "restart_latency_h": totals["restart"] / 3600,
-            "queue_after_crash_h": totals["queue"] / 3600, "checkpoint_stall_h": totals["stall"] / 3600,
-            "gpu_hours_lost": sum(gpu_h.values()),
-            "checkpoint_interval_min": _median(intervals) / 60 if intervals else None,
-            "checkpoint_stall_s": _median([d for _, _, d in saves_all]) if saves_all else None,
-            "restart_latency_min": _median(latencies) / 60 if latencies else None,
-            "queue_min": _median(queues) / 60 if queues else None,
-            "checkpoint_events": has_events,
-        })  # fmt: skip
+        tally = _Campaign(str(campaign))
+        records = members.to_dict("records")
+        for index, job in enumerate(records):
+            following = records[index + 1] if index + 1 < len(records) else None
+            _account_job(tally, job, following, index, by_job, reasons, until)
+        campaigns.append(_campaign_row(tally, records, by_job, until))
+        interruptions += tally.interruptions
+        progress += tally.progress
     campaigns_frame = pd.DataFrame(campaigns, columns=CAMPAIGN_COLUMNS)
     if len(campaigns_frame):
         campaigns_frame = campaigns_frame.sort_values("first_start").reset_index(drop=True)
@@ -321,6 +247,118 @@ def account(
         "ettr_whatif": whatif(campaigns_frame),
         "ettr_progress": pd.DataFrame(progress, columns=["campaign", "job_id", "at", "step", "kind"]),
     }
+
+
+def _job_checkpoints(mine, start: datetime) -> tuple[datetime, int, list[tuple[int, datetime, float]]]:
+    """(resumed at, resumed from step, saves as (step, at, stall s)) of one job's checkpoint events."""
+    resume_at, resume_step, saves = start, 0, []
+    if mine is not None and len(mine):
+        resumed = mine[mine["event"] == "resume"]
+        if len(resumed):
+            resume_at = resumed["at"].iloc[0].to_pydatetime()
+            resume_step = int(resumed["step"].iloc[0])
+        saves = [
+            (int(s), a.to_pydatetime(), float(d or 0))
+            for s, a, d in zip(mine["step"], mine["at"], mine["duration_s"], strict=True)
+            if a is not None
+        ]
+        saves = [s for s, e in zip(saves, mine["event"], strict=True) if e == "save"]
+    return resume_at, resume_step, saves
+
+
+def _account_job(
+    tally: _Campaign,
+    job: dict,
+    following: dict | None,
+    index: int,
+    by_job: dict,
+    reasons: dict,
+    until: datetime,
+) -> None:
+    """Add one job of the campaign (``following``: the job that restarted it) to ``tally``."""
+    job_id = str(job["job_id"])
+    start = job["start_time"].to_pydatetime()
+    end = _end_of(job, by_job.get(job_id), until)
+    gpus = float(job["gpu_num"])
+    mine = by_job.get(job_id)
+    tally.has_events = tally.has_events or (mine is not None and len(mine) > 0)
+    resume_at, resume_step, saves = _job_checkpoints(mine, start)
+    latency = max(0.0, (min(resume_at, end) - start).total_seconds())
+    tally.totals["restart"] += latency  # the first job's start-up is not productive either ...
+    if index:  # ... but only a restart's latency is lost to a failure
+        tally.gpu_h["restart"] += latency * gpus / 3600
+        tally.latencies.append(latency)
+    tally.totals["stall"] += sum(d for _, _, d in saves)
+    tally.saves.extend(saves)
+    tally.progress.append(_progress_row(tally.name, job_id, resume_at, resume_step, "resume"))
+    tally.progress += [_progress_row(tally.name, job_id, a, s, "save") for s, a, _ in saves]
+    step_at_end = _step_at(saves, resume_at, resume_step, end)
+    if following is None and job["state"] in ("COMPLETED", "RUNNING"):
+        tally.progress.append(_progress_row(tally.name, job_id, end, step_at_end, "end"))
+        return
+    _account_interruption(tally, job, following, by_job, reasons, (resume_at, end, saves))
+    tally.progress.append(_progress_row(tally.name, job_id, end, step_at_end, "failure"))
+
+
+def _account_interruption(
+    tally: _Campaign, job: dict, following: dict | None, by_job: dict, reasons: dict, span: tuple
+) -> None:
+    """Add an interrupted job's losses: progress since the checkpoint its restart used, the restart's
+    latency and the queueing before it."""
+    resume_at, end, saves = span
+    job_id, gpus = str(job["job_id"]), float(job["gpu_num"])
+    next_resume = _resume_of(by_job.get(str(following["job_id"]))) if following is not None else None
+    kept_at = next((a for s, a, _ in saves if next_resume is not None and s == next_resume[1]), None)
+    if kept_at is None and next_resume is None and saves:
+        kept_at = saves[-1][1]  # nothing resumed yet: the last save is what a restart would use
+    lost = max(0.0, (end - kept_at).total_seconds() if kept_at else (end - resume_at).total_seconds())
+    queue = (
+        max(0.0, (following["start_time"].to_pydatetime() - end).total_seconds())
+        if following is not None
+        else 0.0
+    )
+    next_gpus = float(following["gpu_num"]) if following is not None else gpus
+    next_latency = (
+        max(0.0, (next_resume[0] - following["start_time"].to_pydatetime()).total_seconds())
+        if following is not None and next_resume is not None
+        else 0.0
+    )
+    tally.totals["lost_ckpt"] += lost
+    tally.totals["queue"] += queue
+    tally.gpu_h["lost_ckpt"] += lost * gpus / 3600
+    tally.gpu_h["queue"] += queue * next_gpus / 3600
+    tally.queues.append(queue)
+    tally.interruptions.append({
+        "campaign": tally.name, "job_id": job_id, "ended_at": end, "state": job["state"],
+        "reason": reasons.get(job_id) or str(job["state"]), "lost_since_checkpoint_h": lost / 3600,
+        "restart_latency_h": next_latency / 3600, "queue_after_crash_h": queue / 3600,
+        "gpu_hours_lost": (lost * gpus + next_latency * next_gpus + queue * next_gpus) / 3600,
+    })  # fmt: skip
+
+
+def _campaign_row(tally: _Campaign, members: list[dict], by_job: dict, until: datetime) -> dict[str, Any]:
+    """The campaign's row of ``ettr_campaigns``."""
+    first_start = members[0]["start_time"].to_pydatetime()
+    last_end = _end_of(members[-1], by_job.get(str(members[-1]["job_id"])), until)
+    wall = max(1.0, (last_end - first_start).total_seconds())
+    productive = max(0.0, wall - sum(tally.totals.values()))
+    saves = tally.saves
+    intervals = [(b[1] - a[1]).total_seconds() for a, b in zip(saves, saves[1:], strict=False) if b[1] > a[1]]
+    return {
+        "campaign": tally.name, "user": members[0]["user"], "jobs": len(members),
+        "interruptions": len(tally.interruptions),
+        "first_start": first_start, "last_end": last_end, "gpus_max": int(max(m["gpu_num"] for m in members)),
+        "wall_h": wall / 3600, "productive_h": productive / 3600, "ettr": productive / wall,
+        "lost_since_checkpoint_h": tally.totals["lost_ckpt"] / 3600,
+        "restart_latency_h": tally.totals["restart"] / 3600,
+        "queue_after_crash_h": tally.totals["queue"] / 3600, "checkpoint_stall_h": tally.totals["stall"] / 3600,
+        "gpu_hours_lost": sum(tally.gpu_h.values()),
+        "checkpoint_interval_min": _median(intervals) / 60 if intervals else None,
+        "checkpoint_stall_s": _median([d for _, _, d in saves]) if saves else None,
+        "restart_latency_min": _median(tally.latencies) / 60 if tally.latencies else None,
+        "queue_min": _median(tally.queues) / 60 if tally.queues else None,
+        "checkpoint_events": tally.has_events,
+    }  # fmt: skip
 
 
 def whatif(campaigns: pd.DataFrame) -> pd.DataFrame:
@@ -403,13 +441,14 @@ def _progress_row(campaign: str, job_id: str, at: datetime, step: float, kind: s
 def attach_ettr(report: Characterization, lake: Lake) -> None:
     """Add section 10 to a characterization: its tables and its figure's finding (the one call made by
     ``acme.report.characterize``)."""
+    from acme import settings
     from acme.report.characterize import FigureSpec, pct
 
     jobs, unnamed = campaign_jobs(lake, report.cluster, report.days)
     until = datetime.combine(date.fromisoformat(report.days[-1]), datetime.max.time(), tzinfo=UTC)
     if jobs.empty:
         tables = account(jobs, checkpoint_events(lake, report.cluster, []), {}, {}, until)
-        finding = f"no named {'/'.join(job_types())} GPU job in this period" + (
+        finding = f"no named {'/'.join(settings.ettr().job_types)} GPU job in this period" + (
             f" ({unnamed:,} without a job name or user: the source publishes none)" if unnamed else ""
         )
         report.tables.update(tables)

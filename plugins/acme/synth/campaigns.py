@@ -157,6 +157,7 @@ def write_synth_campaigns(lake: Lake, cluster: str = "seren", seed: int = 0) -> 
     import pandas as pd
     import pyarrow as pa
 
+    from acme import lake_keys
     from acme.diagnosis.records import DiagnosisRecord, write_records
     from acme.diagnosis.rules import EXTRA_REASONS, TAXONOMY
     from acme.ingest_jobs import JobInput, ingest_job_file
@@ -176,9 +177,7 @@ def write_synth_campaigns(lake: Lake, cluster: str = "seren", seed: int = 0) -> 
     partitions = []
     for day, part in events.groupby("date"):
         table = pa.Table.from_pandas(part.drop(columns="date").reset_index(drop=True), preserve_index=False)
-        partitions.append(
-            lake.write_parquet(f"checkpoints/cluster={cluster}/date={day}/events.parquet", table)
-        )
+        partitions.append(lake.write_parquet(lake_keys.checkpoint_events(cluster, str(day)), table))
     known = {**TAXONOMY, **EXTRA_REASONS}
     records = [
         DiagnosisRecord(

@@ -1,18 +1,18 @@
-"""The hang and fail-slow detectors on synthesized training telemetry (acme.metrics.synth episodes), and the
-healthy pauses they must leave alone."""
+"""The hang and fail-slow detectors on synthesized training telemetry (acme.metrics.synth episodes, the nodes'
+storage writes of acme.detection.scenario), and the healthy pauses they must leave alone."""
 
 from __future__ import annotations
 
-import dataclasses
 from datetime import date
 
 import numpy as np
 import pytest
 
 from acme.detection.detect import FAIL_SLOW, HANG, STALL, detect_job
-from acme.detection.settings import DetectionSettings
+from acme.detection.scenario import storage_writes
 from acme.detection.telemetry import telemetry_from_synth
 from acme.metrics.synth import Episode, TrainingJob, synth_training_cluster
+from acme.settings import DetectionSettings
 
 STEP_S = 15
 PER_MIN = 60 // STEP_S
@@ -24,23 +24,19 @@ def minute(m: float) -> int:
     return int(m * PER_MIN)
 
 
-def job_telemetry(episodes: list[Episode], nodes: int = NODES, seed: int = 3):
-    """A ``nodes``-node job running the whole (short) day, with ``episodes``; all of its nodes."""
+def job_telemetry(episodes: list[Episode], nodes: int = NODES, seed: int = 3, storage: bool = True):
+    """A ``nodes``-node job running the whole (short) day, with ``episodes``; all of its nodes
+    (``storage``: with their storage writes, else those are unknown)."""
     job = TrainingJob("j", 0, nodes, 0, 86400 // STEP_S)
     synth = synth_training_cluster(
         "seren", nodes, date(2024, 4, 1), 1, [job], episodes, seed=seed, step_s=STEP_S
     )
-    return telemetry_from_synth(synth)
+    return telemetry_from_synth(synth, storage_writes(synth, [job], seed) if storage else None)
 
 
 def window(t, end_step: int, minutes: float | None = None):
     """What a detection at ``end_step`` sees: the trailing window (the DAG's default length)."""
-    size = minute(minutes or SETTINGS.lookback_minutes)
-    begin = max(0, end_step - size)
-    return dataclasses.replace(
-        t, start_ms=t.time_ms(begin), steps=end_step - begin, sm=t.sm[:, begin:end_step],
-        tensor=t.tensor[:, begin:end_step], util=t.util[:, begin:end_step], ib=t.ib[:, begin:end_step],
-    )  # fmt: skip
+    return t.span(max(0, end_step - minute(minutes or SETTINGS.lookback_minutes)), end_step)
 
 
 ALL = tuple(range(NODES))
@@ -92,16 +88,71 @@ def test_a_stall_without_kernels_waits_for_stall_minutes():
     ],
     ids=["checkpoint-6min", "checkpoint-then-barrier-5min", "data-stall-3min", "eval-10min"],
 )  # fmt: skip
-def test_healthy_pauses_are_not_hangs(episodes):
-    t = job_telemetry(episodes)
+@pytest.mark.parametrize("storage", [True, False], ids=["storage-writes", "no-storage-telemetry"])
+def test_healthy_pauses_are_not_hangs(episodes, storage):
+    t = job_telemetry(episodes, storage=storage)
     for m in np.arange(0.25, 12, 0.25):
         assert detect_job(window(t, ONSET + minute(m)), SETTINGS) is None, m
+
+
+def checkpoint_then_hang(storage: bool):
+    """Every node writes its checkpoint from 3 min before the onset; at the onset the collective hangs (the
+    write stops, the kernels spin): what the GPUs show is a checkpoint ending in its barrier."""
+    return job_telemetry(
+        [Episode("checkpoint", ALL, ONSET - minute(3), ONSET + minute(3)),
+         Episode("hang", ALL, ONSET, ONSET + minute(30))],
+        storage=storage,
+    )  # fmt: skip
+
+
+def test_a_hang_that_begins_during_a_checkpoint_write_is_found_in_hang_minutes_from_storage_writes():
+    t = checkpoint_then_hang(storage=True)
+    assert detect_job(window(t, ONSET + minute(2.25)), SETTINGS) is None
+    found = detect_job(window(t, ONSET + minute(2.5)), SETTINGS)
+    assert found is not None and found.kind == HANG and found.since == "2024-04-01T02:00:00Z"
+    assert "no node writing to storage (<10.0 MB/s" in found.evidence[0]
+    assert found.measures["max_storage_write_bps"] < SETTINGS.storage_write_bps
+
+
+def test_without_storage_telemetry_a_hang_after_a_write_waits_for_the_stall_rule():
+    t = checkpoint_then_hang(storage=False)
+    for m in (2.5, 5, 6.75):  # a barrier wait for a slow writer would look the same
+        assert detect_job(window(t, ONSET + minute(m)), SETTINGS) is None, m
+    found = detect_job(window(t, ONSET + minute(7)), SETTINGS)  # 10 min since the pause began
+    assert found is not None and found.kind == STALL and found.since == "2024-04-01T01:57:00Z"
+    assert "not a checkpoint" not in found.evidence[0]
+
+
+def test_a_writer_that_stops_mid_barrier_leaves_a_hang():
+    """The ranks wait for node 1's write; 2 min in, the writer stops writing while the others still spin."""
+    t = job_telemetry(
+        [Episode("checkpoint", ALL, ONSET - minute(3), ONSET),
+         Episode("barrier", (0, 2, 3), ONSET, ONSET + minute(30)),
+         Episode("checkpoint", (1,), ONSET, ONSET + minute(2)),
+         Episode("stall", (1,), ONSET + minute(2), ONSET + minute(30))],
+    )  # fmt: skip
+    assert detect_job(window(t, ONSET + minute(4.25)), SETTINGS) is None
+    found = detect_job(window(t, ONSET + minute(4.5)), SETTINGS)
+    assert found is not None and found.kind == HANG and found.since == "2024-04-01T02:02:00Z"
+    assert found.nodes == [t.nodes[1]]  # the rank out of the collective
+
+
+def test_storage_writes_keep_a_long_checkpoint_from_looking_like_a_stall():
+    """A 6-min write then a 6-min barrier wait: 12 min without progress. Writing, it is no stall; without
+    storage telemetry the stall rule cannot tell (what the benchmark's fallback row measures)."""
+    episodes = [Episode("checkpoint", ALL, ONSET, ONSET + minute(6)),
+                Episode("barrier", (0, 2, 3), ONSET + minute(6), ONSET + minute(12)),
+                Episode("checkpoint", (1,), ONSET + minute(6), ONSET + minute(12))]  # fmt: skip
+    t = job_telemetry(episodes)
+    assert all(detect_job(window(t, ONSET + minute(m)), SETTINGS) is None for m in np.arange(0.25, 14, 0.25))
+    blind = job_telemetry(episodes, storage=False)
+    assert detect_job(window(blind, ONSET + minute(10)), SETTINGS).kind == STALL
 
 
 def test_missing_telemetry_is_not_idleness():
     t = job_telemetry([Episode("hang", ALL, ONSET, ONSET + minute(30))])
     gone = ONSET + minute(1)
-    for grid in (t.sm, t.tensor, t.util, t.ib):
+    for grid in (t.sm, t.tensor, t.util, t.ib, t.write):
         grid[:, gone:] = np.nan  # the exporters stopped answering a minute into the hang
     for m in (3, 5, 12):
         assert detect_job(window(t, ONSET + minute(m)), SETTINGS) is None
@@ -141,8 +192,15 @@ def test_settings_come_from_the_environment_and_bad_values_are_named(monkeypatch
 
     monkeypatch.setenv("ACME_DETECT_HANG_MINUTES", "4")
     monkeypatch.setenv("ACME_DETECT_SLOW_RATIO", "0.5")
+    monkeypatch.setenv("ACME_DETECT_STORAGE_WRITE_BPS", "5e6")
+    monkeypatch.setenv("ACME_DETECT_STORAGE_WRITE_PROMQL", "none")
     settings = DetectionSettings.from_env()
     assert (settings.hang_minutes, settings.slow_ratio) == (4.0, 0.5)
+    assert (settings.storage_write_bps, settings.storage_write_promql) == (5e6, "")
+    monkeypatch.setenv("ACME_DETECT_STORAGE_WRITE_BPS", "0")
+    with pytest.raises(ConfigError, match="ACME_DETECT_STORAGE_WRITE_BPS"):
+        DetectionSettings.from_env()
+    monkeypatch.delenv("ACME_DETECT_STORAGE_WRITE_BPS")
     monkeypatch.setenv("ACME_DETECT_SLOW_RATIO", "1.5")
     with pytest.raises(ConfigError, match="ACME_DETECT_SLOW_RATIO"):
         DetectionSettings.from_env()

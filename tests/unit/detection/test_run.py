@@ -7,16 +7,15 @@ import json
 import threading
 from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 from urllib.parse import parse_qs, urlparse
 
 import pytest
 
 from acme.detection.run import detect_cluster, report_suspects
-from acme.detection.settings import DetectionSettings
+from acme.detection.scenario import DAY, JOB_ID, NODES, build_lake, step_of
 from acme.lake import Lake
 from acme.metrics.synth import Episode
-from tests.unit.detection.scenario import DAY, JOB_ID, NODES, build_lake, step_of
+from acme.settings import DetectionSettings
 
 SETTINGS = DetectionSettings()
 
@@ -27,7 +26,8 @@ def at(hour: int, minute: int) -> datetime:
 
 @pytest.fixture(scope="module")
 def lake(tmp_path_factory):
-    """A hang of the running job from 02:00 to 02:30 and a straggler node from 06:00 to 08:00."""
+    """A hang of the running job from 02:00 to 02:30, a straggler node from 06:00 to 08:00, and a checkpoint
+    write from 09:57 interrupted by a hang at 10:00 (to 10:30); the nodes' storage writes are published."""
     tmp = tmp_path_factory.mktemp("detect")
     build_lake(
         tmp / "lake",
@@ -35,6 +35,8 @@ def lake(tmp_path_factory):
         [
             Episode("hang", tuple(range(NODES)), step_of(2), step_of(2, 30)),
             Episode("straggler", (3,), step_of(6), step_of(8), factor=0.45),
+            Episode("checkpoint", tuple(range(NODES)), step_of(9, 57), step_of(10, 3)),
+            Episode("hang", tuple(range(NODES)), step_of(10), step_of(10, 30)),
         ],
     )
     return Lake(str(tmp / "lake"))
@@ -50,6 +52,14 @@ def test_a_pass_over_the_lake_finds_the_hang_then_the_straggler_and_nothing_else
     assert hang["nodes"] == hang["suspect_nodes"] and len(hang["nodes"]) == NODES
     (slow,) = detect_cluster(lake, "seren", at(6, 20), SETTINGS)["suspects"]
     assert slow["kind"] == "fail-slow" and slow["suspect_nodes"] == [slow["nodes"][3]]
+
+
+def test_a_hang_during_a_checkpoint_write_is_told_apart_by_the_storage_writes_in_the_lake(lake):
+    assert detect_cluster(lake, "seren", at(9, 59), SETTINGS)["suspects"] == []  # writing: a checkpoint
+    (hang,) = detect_cluster(lake, "seren", at(10, 3), SETTINGS)["suspects"]
+    assert (hang["kind"], hang["since"]) == ("hang", "2024-03-10T10:00:00Z")
+    assert "no node writing to storage" in hang["evidence"][0]
+    assert hang["measures"]["max_storage_write_bps"] < SETTINGS.storage_write_bps
 
 
 def test_no_running_gpu_job_reads_no_telemetry(lake, tmp_path):
@@ -70,8 +80,7 @@ def test_evidence_is_written_once_per_episode_under_the_log_root(lake, monkeypat
     (trigger,) = report_suspects(lake, first, SETTINGS)
     assert trigger["trigger_run_id"] == f"detect__seren__{JOB_ID}__hang__20240310T020000Z"
     assert trigger["conf"]["day"] == "2024-03-10" and trigger["conf"]["job_id"] == JOB_ID
-    log = lake.path(f"logs/{trigger['conf']['log']}")
-    lines = Path(log).read_text().splitlines()
+    lines = lake.read_bytes(f"logs/{trigger['conf']['log']}").decode().splitlines()
     assert lines[0].startswith("2024-03-10T02:04:00Z ERROR acme-detect: hang: ")
     # Twenty minutes later the window no longer reaches the onset, but it is the same episode.
     later = detect_cluster(lake, "seren", at(2, 24), SETTINGS)
@@ -83,7 +92,7 @@ def test_evidence_is_written_once_per_episode_under_the_log_root(lake, monkeypat
 def test_the_diagnosis_rules_classify_the_evidence_as_infrastructure(lake):
     from acme.diagnosis.rules import diagnose_log
 
-    for moment, reason in ((at(2, 4), "NCCLTimeoutError"), (at(6, 20), "NodeFailure")):
+    for moment, reason in ((at(2, 4), "NCCLTimeoutError"), (at(6, 20), "FailSlow")):
         suspect = detect_cluster(lake, "seren", moment, SETTINGS)["suspects"][0]
         lines = [f"2024-03-10T00:00:00Z ERROR {line}" for line in suspect["evidence"]]
         diagnosis = diagnose_log(lines)
@@ -91,6 +100,28 @@ def test_the_diagnosis_rules_classify_the_evidence_as_infrastructure(lake):
             reason, "Infrastructure", "infrastructure",
         )  # fmt: skip
         assert diagnosis.confidence >= 0.7  # no retrieval or LLM needed to route it
+
+
+def test_a_fail_slow_node_is_its_own_outcome_routed_to_recovery(lake):
+    """FailSlow, not NodeFailure: the node still works, so the mitigation confirms it before draining it."""
+    from acme.diagnosis.records import DiagnosisRecord
+    from acme.diagnosis.routing import RECOVERY, route
+    from acme.diagnosis.rules import attribution_of, category_of, diagnose_log
+
+    (suspect,) = detect_cluster(lake, "seren", at(6, 20), SETTINGS)["suspects"]
+    diagnosis = diagnose_log([f"2024-03-10T06:20:00Z ERROR {line}" for line in suspect["evidence"]])
+    assert (diagnosis.reason, diagnosis.rule_id) == ("FailSlow", "detected-fail-slow")
+    assert (category_of("FailSlow"), attribution_of("FailSlow")) == ("Infrastructure", "infrastructure")
+    mitigation = diagnosis.mitigation.lower()
+    assert "confirm" in mitigation and "cordon" in mitigation and "drain the slow node" in mitigation
+    assert mitigation.index("confirm") < mitigation.index("cordon")
+    record = DiagnosisRecord(
+        cluster="seren", job_id=JOB_ID, date=DAY, reason=diagnosis.reason, category=diagnosis.category,
+        attribution=diagnosis.attribution, confidence=diagnosis.confidence, source="rule",
+    )  # fmt: skip
+    decided = route(record, {"job_type": suspect["job_type"], "node_list": ",".join(suspect["nodes"])})
+    assert decided.kind == RECOVERY and decided.recovery_conf["reason"] == "FailSlow"
+    assert decided.recovery_conf["nodes"] == suspect["nodes"]
 
 
 def test_the_command_prints_one_json_object_of_suspects(lake, capsys):
@@ -115,10 +146,11 @@ def test_the_command_prints_one_json_object_of_suspects(lake, capsys):
 def test_prometheus_source_through_the_client_against_a_fake_server(lake, tmp_path, monkeypatch):
     """The cluster's metrics source is Prometheus: the window comes from query_range (answered by a FAKE
     Prometheus from the lake's samples), not from the lake."""
-    from acme.detection.telemetry import METRICS, read_lake_samples
-    from acme.metrics.catalog import load_catalog
+    from acme.detection.telemetry import METRICS, prometheus_specs, read_lake_samples
+    from acme.metrics.prometheus import render_query
 
-    catalog = load_catalog()
+    specs = prometheus_specs(SETTINGS.storage_write_promql)
+    assert set(specs) == set(METRICS)  # storage writes too, through ACME_DETECT_STORAGE_WRITE_PROMQL
     start_ms = int((at(2, 4) - timedelta(minutes=30)).timestamp() * 1000)
     stored = read_lake_samples(lake, "seren", start_ms, int(at(2, 4).timestamp() * 1000))
     by_query = {}
@@ -129,14 +161,14 @@ def test_prometheus_source_through_the_client_against_a_fake_server(lake, tmp_pa
             pick = samples.series_id == sid
             labels = (
                 {"Hostname": row["node"], "gpu": str(int(row["gpu"])), "UUID": row["uuid"] or ""}
-                if catalog[metric].per_gpu
+                if specs[metric].per_gpu
                 else {"instance": f"{row['node']}:9100"}
             )
             values = [
                 [t / 1000, str(v)] for t, v in zip(samples.ts_ms[pick], samples.value[pick], strict=True)
             ]
             result.append({"metric": labels, "values": values})
-        by_query[catalog[metric].promql.replace("{$shard}", "").replace(",$shard", "")] = result
+        by_query[render_query(specs[metric].promql, None)] = result
     asked = []
 
     class Handler(BaseHTTPRequestHandler):

@@ -192,3 +192,44 @@ def test_acmetrace_data_without_job_names_says_so(tmp_path):
     summary = json.loads((tmp_path / "out/cluster=kalos/period=2023-07-01/report.json").read_text())
     assert summary["findings"]["ettr_progress"].startswith("no named Pretrain GPU job in this period")
     assert "ettr_progress" not in summary["figures"]
+
+
+def test_the_demo_whole_history_report_shows_both_campaigns(tmp_path):
+    """What ``make demo`` publishes: the AcmeTrace sample days and the synthesized campaigns in one Seren lake,
+    then the monthly run's whole-history report (period ``all``): its ETTR section has both campaigns, and
+    the AcmeTrace jobs (no names) do not form one."""
+    from acme.ingest_jobs import JobInput, ingest_job_file
+    from acme.report.build import build_report
+    from acme.synth.campaigns import write_synth_campaigns
+
+    lake = Lake(str(tmp_path / "lake"))
+    sample = Path(__file__).resolve().parents[3] / "include/sample_data/jobs/seren/2023-07-01.csv"
+    ingest_job_file(lake, JobInput("seren", "acmetrace", str(sample)), sample)
+    write_synth_campaigns(lake, "seren", seed=0)
+    build_report(lake, "seren", "all", out_dir=str(tmp_path / "out"))
+    base = tmp_path / "out" / "cluster=seren" / "period=all"
+    summary = json.loads((base / "report.json").read_text())
+    assert set(summary["ettr"]) == {
+        "gpt-104b-pretrain (u-llm104, 2023-03-01)", "gpt-123b-pretrain (u-llm123, 2023-04-03)",
+    }  # fmt: skip
+    assert (
+        summary["ettr"]["gpt-104b-pretrain (u-llm104, 2023-03-01)"]
+        < summary["ettr"]["gpt-123b-pretrain (u-llm123, 2023-04-03)"]
+    )
+    assert "ettr_progress" in summary["figures"]
+    html = (base / "index.html").read_text()
+    assert "10. Effective training time of pretraining campaigns (ETTR)" in html
+    assert "gpt-123b-pretrain (u-llm123, 2023-04-03)" in html
+
+
+def test_ettr_settings_come_from_the_environment_and_bad_values_are_named(monkeypatch):
+    from acme import settings
+    from acme.errors import ConfigError
+
+    assert settings.EttrSettings.from_env({}) == settings.EttrSettings(("Pretrain",), 24.0)
+    monkeypatch.setenv("ACME_ETTR_JOB_TYPES", " Pretrain, SFT ,")
+    monkeypatch.setenv("ACME_ETTR_MAX_GAP_HOURS", "6")
+    assert settings.ettr() == settings.EttrSettings(("Pretrain", "SFT"), 6.0)
+    monkeypatch.setenv("ACME_ETTR_MAX_GAP_HOURS", "2000")
+    with pytest.raises(ConfigError, match="ACME_ETTR_MAX_GAP_HOURS='2000' must be between 0 and 1440"):
+        settings.ettr()
