@@ -25,6 +25,7 @@ from __future__ import annotations
 import gzip
 import re
 import time
+import zlib
 from collections import OrderedDict, deque
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -152,7 +153,7 @@ _STRONG_ERROR_RE = re.compile(
       | \b(?:lm\ )?loss\b[^|,;]{0,20}?[:=]\s*-?(?:nan|inf)\b|\bgrad[\ _]norm\b[^|,;]{0,20}?[:=]\s*(?:nan|inf)\b
       | \bnan\ (?:loss|in\ (?:local\ )?grad)|\bNaN\ (?:in|detected)
       | Segmentation\ fault|core\ dumped|\bKilled\b|\bSIG(?:KILL|SEGV|ABRT|BUS|TERM)\b|killed\ by\ signal
-      | \bexit\ ?code\b|exit\ status\ [1-9]|exitcode\b|terminate\ called|\bwhat\(\):
+      | \bexit\ ?code\b|exit\ status\ [1-9]|exitcode\b|terminate\ called|\bwhat\(\):|\bdeath\ signal\b
       | \b(?:FATAL|FAILURE|FAILED|SEVERE|ERROR|CRITICAL|PANIC|EMERG|ALERT)\b|\bpanic\b
       | ^\s*\[?E\d{0,4}[\s\]]\S|\[E\ [\w.]+:\d+\]|^\s*E\d{4}\ \d
       | Watchdog\ caught|watchdog\ thread\ terminated|DUE\ TO\ (?:NODE\ FAILURE|TIME\ LIMIT)|NODE_FAIL
@@ -309,15 +310,20 @@ def parse_filter_rules(document: Any, source: str = "<filter rules>") -> list[Fi
     return rules
 
 
-_GLOBAL_FLAGS_RE = re.compile(r"^\(\?([aiLmsux]+)\)")
+# What reading a log can raise: OSError (gzip.BadGzipFile is one), EOFError (a gzip stream cut short) and
+# zlib.error (corrupt deflate data) -- the last two are not OSErrors.
+LOG_READ_ERRORS: tuple[type[BaseException], ...] = (OSError, EOFError, zlib.error)
 
 
-def _scoped(pattern: str) -> str:
-    """Turn a leading global flag group ``(?i)x`` into a scoped one ``(?i:x)`` so rules can be combined."""
-    match = _GLOBAL_FLAGS_RE.match(pattern)
-    if match is None:
-        return pattern
-    return f"(?{match.group(1)}:{pattern[match.end() :]})"
+def read_problem(exc: BaseException) -> str:
+    """What is wrong with a log that could not be read, in words (for an InputError naming the file)."""
+    if isinstance(exc, EOFError):
+        return f"truncated gzip data: the stream ends before its end-of-stream marker ({exc}); the file was cut short"
+    if isinstance(exc, gzip.BadGzipFile):
+        return f"not valid gzip data ({exc}), although the file is read as gzip (.gz)"
+    if isinstance(exc, zlib.error):
+        return f"corrupt gzip data: the compressed stream cannot be inflated ({exc})"
+    return f"cannot read log: {exc}"
 
 
 @contextmanager
@@ -332,8 +338,8 @@ def _lines_of(source: str | Path | Iterable[str]) -> Iterator[Iterable[str]]:
         # Only a newline ends a line: a tqdm bar's bare carriage returns stay inside it.
         with opener(path, "rt", encoding="utf-8", errors="replace", newline="\n") as handle:
             yield handle
-    except (OSError, EOFError) as exc:
-        raise InputError(str(path), f"cannot read log: {exc}") from exc
+    except LOG_READ_ERRORS as exc:
+        raise InputError(str(path), read_problem(exc)) from exc
 
 
 def _split_lines(raw_lines: Iterator[str]) -> Iterator[str]:
@@ -386,6 +392,7 @@ _ERROR_TRIGGERS = (
     "timeout", "refused", "unreachable", "connection reset", "connection closed", "no space left",
     "permission denied", "no such file", "fault", "evicted", "preempt", "low on resource", "lost",
     "got completion", "loss is", "| nan", "| inf", "cannot connect", "unable to connect", "exhausted",
+    "interrupt", "death signal",
 )  # fmt: skip
 
 

@@ -136,6 +136,7 @@ def read_log_lines(files: list[tuple[Any, str]]) -> Iterator[str]:
     (binary garbage, a runaway print) is never held whole: its head is yielded with a note of its
     length (the compressor keeps at most 2,000 characters of a line anyway).
     """
+    from acme.diagnosis.compress import LOG_READ_ERRORS, read_problem
     from acme.sources.base import iter_raw_lines
 
     for fs, path in files:
@@ -147,8 +148,8 @@ def read_log_lines(files: list[tuple[Any, str]]) -> Iterator[str]:
                     if line.too_long:
                         text += f" [line of {line.length:,} bytes cut to its first {len(line.data):,}]"
                     yield text
-            except (OSError, EOFError) as exc:
-                raise InputError(path, f"cannot read log: {exc}") from exc
+            except LOG_READ_ERRORS as exc:
+                raise InputError(path, read_problem(exc)) from exc
 
 
 # ------------------------------------------------------------------------------------------ job metadata
