@@ -51,6 +51,7 @@ EXTRA_REASONS: dict[str, str] = {
     "NCCLError": "Infrastructure",  # NCCL/RCCL system, internal, CUDA and usage errors (not timeouts)
     "SideServiceError": "Infrastructure",  # wandb, metrics pushers, log shippers unreachable
     "SegmentationFault": "Framework",  # SIGSEGV in native code (exit code 139 / -11)
+    "UserCancelled": "Script",  # the user interrupted the run (KeyboardInterrupt, Ctrl-C / SIGINT)
     # Outside the taxonomy: the job was ended from outside.
     "SchedulerTimeLimit": "External",  # Slurm TIMEOUT, "DUE TO TIME LIMIT", Kubernetes DeadlineExceeded
     "Preempted": "External",  # Slurm PREEMPTED / requeue
@@ -88,7 +89,6 @@ def attribution_of(reason: str) -> str | None:
     return "infrastructure" if category == "Infrastructure" else "user"
 
 
-_DIAGNOSED_KINDS = ("error", "traceback")
 _MAX_EVIDENCE = 5
 
 
@@ -266,18 +266,3 @@ def diagnose_lines(kept: Iterable[tuple[int, str]], rules: list[Rule] | None = N
         rule_id=rule.id,
         rule_version=rule.version,
     )
-
-
-def diagnose_log(
-    path_or_lines: str | Path | Iterable[str],
-    job: dict[str, Any] | None = None,
-    *,
-    rules: list[Rule] | None = None,
-) -> Diagnosis:
-    """Compress a log (file, ``.gz`` or lines) and diagnose its root cause."""
-    from acme.diagnosis.compress import compress_log
-    from acme.diagnosis.metadata import job_fact_lines
-
-    compressed = compress_log(path_or_lines)
-    kept = [(k.line, k.text) for k in compressed.lines if k.kind in _DIAGNOSED_KINDS]
-    return diagnose_lines(job_fact_lines(job) + kept, rules)
