@@ -11,8 +11,8 @@ Measured, and printed:
 * single lines -- the rules applied to each line alone (``diagnose_lines``): reason, category and attribution
   accuracy, overall and per class, the confusion of reasons, the share answered Unknown; and the share of
   failure lines the compressor flags as error lines (what the rules then see in a whole log);
-* whole logs -- compression, job facts and rules (``diagnose_log``): the root cause, and the decisive-line
-  recall of compression (a decisive line counts as kept when it, or an earlier duplicate it was folded into,
+* whole logs -- compression, job facts and rules (the pipeline's rule stage): the root cause, and the
+  decisive-line recall of compression (a decisive line counts as kept when it, or an earlier duplicate it was folded into,
   is among the kept error/traceback lines);
 * each of those without retrieval, and with retrieval over the other sources' labelled lines (a vote only when
   no rule matched, as in the pipeline), with the lexical embedding and with MiniLM when it can load.
