@@ -19,7 +19,6 @@ NOT_YET_MOVED = {
     "plugins/acme/detection/settings.py",
     "plugins/acme/diagnosis/llm_agent.py",
     "plugins/acme/diagnosis/llm_endpoint.py",
-    "plugins/acme/diagnosis/settings.py",
     "plugins/acme/evaluation/kubernetes_pods.py",
     "plugins/acme/evaluation/settings.py",
     "plugins/acme/recovery/settings.py",

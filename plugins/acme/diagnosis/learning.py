@@ -111,13 +111,13 @@ def learn_rule(
     now: datetime | None = None,
 ) -> LearnOutcome:
     """Add ``regex`` as a rule for ``case.reason`` if it passes every check (see the module docstring)."""
-    from acme.diagnosis import settings
+    from acme import settings
 
     if source not in LEARN_SOURCES:
         return LearnOutcome(
             "refused", f"source {source!r} cannot teach rules (only {', '.join(LEARN_SOURCES)})"
         )
-    threshold = settings.learn_min_confidence() if min_confidence is None else min_confidence
+    threshold = settings.diagnosis().learn_min_confidence if min_confidence is None else min_confidence
     if source == "agent" and (confidence is None or confidence < threshold):
         return LearnOutcome("refused", f"agent confidence {confidence} is below {threshold}")
     known = {**TAXONOMY, **EXTRA_REASONS}
@@ -205,10 +205,12 @@ def _first_other_reason_match(lake: Lake, pattern: re.Pattern[str], case: Case) 
     """The id of a stored case of another reason that the pattern matches, if any."""
     import pyarrow.parquet as pq
 
-    for key in lake.list("diagnosis/cases"):
+    from acme.diagnosis.retrieval import cases_folder
+
+    for key in lake.list(cases_folder()):
         if not key.endswith("/cases.parquet"):
             continue
-        with lake.fs.open(lake.path(key), "rb") as handle:
+        with lake.open(key) as handle:
             table = pq.read_table(handle, columns=["case_id", "reason", "signature", "error_text"])
         for row in table.to_pylist():
             if row["reason"] == case.reason or row["case_id"] == case.case_id:
@@ -266,7 +268,9 @@ def family_key(job: dict[str, Any] | None) -> str:
 def _family_prefix(family: str) -> str:
     if not family or not re.fullmatch(r"[a-z0-9.-]+", family) or ".." in family:
         raise InputError("family filter rules", f"family key {family!r} is not one made by family_key()")
-    return f"diagnosis/filter_rules/family={family}"
+    from acme import lake_keys
+
+    return lake_keys.learned_filter_rules(family)
 
 
 def load_family_filter_rules(lake: Lake, family: str) -> list[FilterRule]:

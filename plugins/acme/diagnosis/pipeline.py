@@ -81,12 +81,61 @@ def resolve_log_location(location: str, root: str) -> str:
     return candidate
 
 
-def _fs_for(url: str, lake: Lake) -> tuple[Any, str]:
-    if url.startswith(lake.uri + "/"):
-        return lake.fs, lake.path(url[len(lake.uri) + 1 :])
+def log_space(url: str, lake: Lake) -> tuple[Any, str]:
+    """Where a log location is read from: ``(lake, key)`` inside the lake (read through its methods), else
+    ``(filesystem, path)`` of the fsspec filesystem of a log root outside it."""
+    if lake.owns(url):
+        return lake, lake.key_of(url)
     import fsspec
 
     return fsspec.core.url_to_fs(url)
+
+
+def glob_regex(pattern: str) -> str:
+    """A glob (``*``, ``?``, ``[...]`` within one path segment; ``**`` across segments) as a regex body."""
+    out, i = [], 0
+    while i < len(pattern):
+        char = pattern[i]
+        if char == "*":
+            double = pattern[i : i + 2] == "**"
+            out.append(".*" if double else "[^/]*")
+            i += 2 if double else 1
+            continue
+        if char == "?":
+            out.append("[^/]")
+        elif char == "[" and "]" in pattern[i + 2 :]:
+            end = pattern.index("]", i + 2)
+            body = pattern[i + 1 : end]
+            out.append("[" + ("^" + body[1:] if body.startswith("!") else body) + "]")
+            i = end
+        else:
+            out.append(re.escape(char))
+        i += 1
+    return "".join(out)
+
+
+def find_logs(source: Any, pattern: str) -> list[str]:
+    """The files matching ``pattern`` (a glob or a plain name) in ``source`` (a Lake: keys; else a filesystem:
+    paths), sorted. In the lake, one listing of the folder before the first glob character."""
+    from acme.lake import Lake
+
+    globbed = any(char in pattern for char in _GLOB_CHARS)
+    if isinstance(source, Lake):
+        if not globbed:  # a file, not a folder (listing a file's key finds just that file)
+            return [key for key in source.list(pattern) if key == pattern]
+        head = pattern[: min(pattern.index(c) for c in _GLOB_CHARS if c in pattern)]
+        matcher = re.compile(glob_regex(pattern) + r"\Z")
+        return [key for key in source.list(head.rsplit("/", 1)[0]) if matcher.match(key)]
+    found = sorted(source.glob(pattern)) if globbed else ([pattern] if source.exists(pattern) else [])
+    return [path for path in found if source.isfile(path)]
+
+
+def _escapes_root(lake: Lake, key: str, root: str) -> bool:
+    """Whether a local lake's log file really lies outside the log root (reached through a link)."""
+    if not lake.is_local:
+        return False
+    with lake.local_file(key) as local:
+        return not _inside(local, _local(root))
 
 
 def safe_job_id(job_id: Any) -> str:
@@ -100,36 +149,34 @@ def safe_job_id(job_id: Any) -> str:
 def locate_logs(
     lake: Lake, cluster: str, job: dict[str, Any], location: str | None = None, day: date | None = None
 ) -> tuple[list[tuple[Any, str]], str]:
-    """The job's log files as ``(filesystem, path)`` pairs in name order, and the pattern searched."""
-    from acme.diagnosis import settings
+    """The job's log files as ``(lake, key)`` or ``(filesystem, path)`` pairs (see :func:`log_space`) in name
+    order, and the pattern searched."""
+    from acme import settings
 
-    root = settings.log_root().format(lake=lake.uri)
+    root = settings.diagnosis().log_root.format(lake=lake.uri)
     if location:
         pattern = resolve_log_location(location, root)
     else:
-        pattern = settings.log_pattern().format(
+        pattern = settings.diagnosis().log_pattern.format(
             lake=lake.uri,
             cluster=cluster,
             job_id=safe_job_id(job.get("job_id")),
             date=(day or job_submit_day(job)).isoformat(),
         )
-    fs, path = _fs_for(pattern, lake)
-    if any(char in path for char in _GLOB_CHARS):
-        found = sorted(fs.glob(path))
-    else:
-        found = [path] if fs.exists(path) else []
-    files = [p for p in found if fs.isfile(p)]
+    source, where = log_space(pattern, lake)
+    files = find_logs(source, where)
     if location:
-        escaped = [p for p in files if fs is lake.fs and lake.is_local and not _inside(p, _local(root))]
+        escaped = [p for p in files if source is lake and _escapes_root(lake, p, root)]
         if escaped:
             raise InputError(location, f"log location leads outside the log root {root} (via a link)")
         if not files:
             raise InputError(location, "no log file found at this location")
-    return [(fs, p) for p in files], pattern
+    return [(source, p) for p in files], pattern
 
 
 def read_log_lines(files: list[tuple[Any, str]]) -> Iterator[str]:
     """The lines of the log files one after another, streamed (plain or gzip), undecodable bytes replaced.
+    ``files``: ``(lake, key)`` or ``(filesystem, path)`` pairs, as :func:`locate_logs` gives them.
 
     Only ``\\n`` ends a line (a progress bar's bare ``\\r`` stays inside it). Memory is bounded
     whatever the log: it is read in chunks, and a line above ``acme.sources.base.MAX_LINE_BYTES``
@@ -137,10 +184,11 @@ def read_log_lines(files: list[tuple[Any, str]]) -> Iterator[str]:
     length (the compressor keeps at most 2,000 characters of a line anyway).
     """
     from acme.diagnosis.compress import LOG_READ_ERRORS, read_problem
+    from acme.lake import Lake
     from acme.sources.base import iter_raw_lines
 
     for fs, path in files:
-        with fs.open(path, "rb") as raw:
+        with fs.open(path) if isinstance(fs, Lake) else fs.open(path, "rb") as raw:
             stream = gzip.GzipFile(fileobj=raw) if path.endswith(".gz") else raw
             try:
                 for line in iter_raw_lines(stream):
@@ -286,7 +334,8 @@ def diagnose_log_lines(
     off (the command line turns them off) -- the lake learns from the result. When a rule decided,
     ``defer_case`` keeps the new case for a later embedding instead of loading the model now.
     """
-    from acme.diagnosis import retrieval, settings
+    from acme import settings
+    from acme.diagnosis import retrieval
     from acme.diagnosis.compress import compress_log, load_filter_rules
     from acme.diagnosis.learning import (
         family_key,
@@ -308,7 +357,7 @@ def diagnose_log_lines(
     if lake is not None and learn:
         notes += _learn_filter_rules(lake, job, job_id, compressed, agent)
     rules = rules_with_learned(lake)
-    threshold = settings.min_confidence()
+    threshold = settings.diagnosis().min_confidence
 
     candidates: list[dict[str, Any]] = []
     ruled = diagnose_lines(job_fact_lines(job) + kept, rules)
@@ -331,12 +380,14 @@ def diagnose_log_lines(
         notes.append("a rule decided: similar past cases not looked up")
     elif lake is not None:
         store = retrieval.CaseStore(lake)
-        if settings.embedding() == "minilm" and isinstance(store.embedder, retrieval.LexicalEmbedder):
+        if settings.diagnosis().embedding == "minilm" and isinstance(
+            store.embedder, retrieval.LexicalEmbedder
+        ):
             notes.append(f"embedding model unavailable, lexical retrieval used ({retrieval.fallback_reason})")
         signature = redact(retrieval.error_signature(signature_lines, rules))
-        similar = store.nearest(signature, settings.retrieval_k(), exclude=(cluster, job_id))
+        similar = store.nearest(signature, settings.diagnosis().retrieval_k, exclude=(cluster, job_id))
         if not confident():
-            min_similarity = settings.retrieval_min_similarity()
+            min_similarity = settings.diagnosis().retrieval_min_similarity
             voted = retrieval.vote(
                 similar, store.embedder.min_similarity if min_similarity is None else min_similarity
             )

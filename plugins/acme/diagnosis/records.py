@@ -95,7 +95,9 @@ def record_schema() -> pa.Schema:
 def partition_key(cluster: str, day: date) -> str:
     if not cluster or "/" in cluster or "=" in cluster:
         raise InputError("diagnosis record", f"cluster name {cluster!r} cannot name a partition")
-    return f"diagnoses/cluster={cluster}/date={day.isoformat()}/diagnoses.parquet"
+    from acme import lake_keys
+
+    return lake_keys.diagnoses_partition(cluster, day)
 
 
 def write_records(lake: Lake, records: list[DiagnosisRecord]) -> list[str]:
