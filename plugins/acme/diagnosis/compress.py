@@ -259,9 +259,9 @@ class _LRU(OrderedDict):
 
 
 def default_filter_rules_path() -> Path:
-    from acme.config import include_dir
+    from acme import settings
 
-    return include_dir() / "diagnosis" / _DEFAULT_RULES
+    return settings.project().include_dir / "diagnosis" / _DEFAULT_RULES
 
 
 def load_filter_rules(path: str | Path | None = None) -> list[FilterRule]:

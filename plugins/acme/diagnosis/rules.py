@@ -139,9 +139,9 @@ class Diagnosis:
 
 # ------------------------------------------------------------------------------------------------ rules
 def default_rules_path() -> Path:
-    from acme.config import include_dir
+    from acme import settings
 
-    return include_dir() / "diagnosis" / "rules.yaml"
+    return settings.project().include_dir / "diagnosis" / "rules.yaml"
 
 
 def load_rules(path: str | Path | None = None) -> list[Rule]:
