@@ -174,7 +174,9 @@ def plan_run(
         job_id = safe_job_id(job_id)
         (cluster, day), *_ = targets
         known = [j for j in _jobs(lake, cluster, day) if j["job_id"] == str(job_id)]
-        item = {"cluster": cluster, "day": day.isoformat(), "job": (known or [{"job_id": str(job_id)}])[0]}
+        item: dict[str, Any] = {
+            "cluster": cluster, "day": day.isoformat(), "job": (known or [{"job_id": str(job_id)}])[0]
+        }  # fmt: skip
         has_log = bool(log) or str(job_id) in job_ids_with_logs(lake, cluster, day)
         (with_log if has_log else without_log).append({**item, "log": log})
     else:
@@ -188,12 +190,17 @@ def plan_run(
                 skipped += len(done)
                 logged = job_ids_with_logs(lake, cluster, day) if failed else set()
                 for job in failed:
-                    item = {"cluster": cluster, "day": day.isoformat(), "job": job, "log": None}
+                    item = {
+                        "cluster": cluster,
+                        "day": day.isoformat(),
+                        "job": job,
+                        "log": None,
+                    }
                     (fresh if job["job_id"] in logged else without_log).append(item)
             taken, left = _take_from_queue(lake, cluster, fresh, run_id, limit - len(with_log), stamp)
             with_log += taken
             waiting += left
-    plan = {
+    plan: dict[str, Any] = {
         "run_id": run_id,
         "created_at": stamp,
         "without_log": without_log,
@@ -247,7 +254,7 @@ def _take_from_queue(
             elif done(entry):  # its earlier turn is over: queued anew
                 entry.update(queued_at=stamp, claimed_by=None, claimed_at=None)
         pending = [e for e in entries if not done(e)]
-        taken = []
+        taken: list[dict[str, Any]] = []
         for entry in pending:
             if len(taken) >= max(room, 0):
                 break
@@ -292,7 +299,8 @@ def _route_one(lake: Lake, record: DiagnosisRecord, job: dict[str, Any]) -> dict
     from acme.diagnosis.routing import OWNER_MESSAGE, route, write_owner_message
 
     decided = route(record, job)
-    message = write_owner_message(lake, record, decided.message) if decided.kind == OWNER_MESSAGE else None
+    owner = decided.message if decided.kind == OWNER_MESSAGE else None
+    message = write_owner_message(lake, record, owner) if owner is not None else None
     return {
         "reason": record.reason,
         "source": record.source,

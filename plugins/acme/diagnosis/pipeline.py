@@ -28,13 +28,15 @@ import os
 import re
 from collections.abc import Iterable, Iterator
 from datetime import UTC, date, datetime
-from typing import TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any, cast
 
 from acme.diagnosis.records import DiagnosisRecord
 from acme.diagnosis.routing import Route, route
 from acme.errors import InputError
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from acme.diagnosis.compress import CompressedLog
     from acme.diagnosis.rules import Diagnosis, Rule
     from acme.lake import Lake
@@ -189,7 +191,7 @@ def read_log_lines(files: list[tuple[Any, str]]) -> Iterator[str]:
 
     for fs, path in files:
         with fs.open(path) if isinstance(fs, Lake) else fs.open(path, "rb") as raw:
-            stream = gzip.GzipFile(fileobj=raw) if path.endswith(".gz") else raw
+            stream = cast("IO[bytes]", gzip.GzipFile(fileobj=raw) if path.endswith(".gz") else raw)
             try:
                 for line in iter_raw_lines(stream):
                     text = line.data.decode("utf-8", errors="replace")
@@ -315,7 +317,7 @@ def _weigh_vote(
 
 
 def diagnose_log_lines(
-    lines: str | os.PathLike | Iterable[str],
+    lines: str | Path | Iterable[str],
     job: dict[str, Any] | None,
     *,
     cluster: str,
@@ -407,15 +409,15 @@ def diagnose_log_lines(
                 fallback = "retrieval" if any(c["source"] == "retrieval" for c in candidates) else "rules"
                 notes.append(f"LLM agent unavailable ({exc}); fell back to {fallback}")
             else:
-                ruled = next((c for c in candidates if c["source"] == "rule"), None)
-                if ruled is not None and answer.reason not in (UNKNOWN, ruled["reason"]):
+                by_rule = next((c for c in candidates if c["source"] == "rule"), None)
+                if by_rule is not None and answer.reason not in (UNKNOWN, by_rule["reason"]):
                     # A matching rule, however weak, is never overruled by the model: the answer is noted.
                     notes.append(
-                        f"LLM agent answered {answer.reason}; the matching rule's {ruled['reason']} stands"
+                        f"LLM agent answered {answer.reason}; the matching rule's {by_rule['reason']} stands"
                     )
                 elif answer.reason != UNKNOWN:
-                    fallback = retrieval.decisive_lines(signature_lines, rules)
-                    candidates.append(_from_answer(answer, compressed, fallback))
+                    decisive = retrieval.decisive_lines(signature_lines, rules)
+                    candidates.append(_from_answer(answer, compressed, decisive))
 
     chosen = best() or {
         "source": "none", "reason": UNKNOWN, "category": None, "attribution": None, "confidence": 0.0,

@@ -69,7 +69,7 @@ class DiagnosisRecord:
 
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> DiagnosisRecord:
-        values = {name: row.get(name) for name in RECORD_COLUMNS}
+        values: dict[str, Any] = {name: row.get(name) for name in RECORD_COLUMNS}
         values["evidence"] = json.loads(values["evidence"] or "[]")
         values["similar_cases"] = json.loads(values["similar_cases"] or "[]")
         return cls(**values)
