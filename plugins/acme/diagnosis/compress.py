@@ -555,31 +555,9 @@ class LogCompressor:
         """Classify and keep one line (``shown`` is the text kept when it differs from ``original``)."""
         text = original if shown is None else shown
         bare, rank = strip_prefix(original)
+        if self._in_traceback(number, original, text, bare, rank):
+            return
         stream = rank or ""
-        state = self._tb_state.touch(stream)
-        if state is not None:
-            if state == "tb":
-                if _TB_BODY_RE.match(bare) or _TB_START_RE.search(bare):
-                    if bare.strip():
-                        self._keep_error(number, text, error_key(bare), KIND_TRACEBACK, rank)
-                    else:
-                        self.blank_lines += 1
-                    self._recent.append((number, original, True))
-                    return
-                if _EXC_LINE_RE.match(bare):
-                    self._keep_error(number, text, error_key(bare), KIND_ERROR, rank)
-                    self._tb_state.put(stream, "cont:10")
-                    self._recent.append((number, original, True))
-                    return
-                self._tb_state.pop(stream, None)
-            else:  # continuation lines of a multi-line exception message
-                remaining = int(state.split(":", 1)[1])
-                if remaining > 0 and bare[:1] in (" ", "\t") and bare.strip():
-                    self._keep_error(number, text, error_key(bare), KIND_ERROR, rank)
-                    self._tb_state.put(stream, f"cont:{remaining - 1}")
-                    self._recent.append((number, original, True))
-                    return
-                self._tb_state.pop(stream, None)
         if _TB_START_RE.search(bare):
             self._tb_state.put(stream, "tb")
             self._keep_error(number, text, error_key(bare), KIND_TRACEBACK, rank)
@@ -598,20 +576,54 @@ class LogCompressor:
         if self._nonfinite_pending and "oss" in bare and _FINITE_LOSS_RE.search(bare):
             self.last_finite_loss_line = number
             self._nonfinite_pending = False
+        self._feed_routine(number, original, bare)
+
+    def _in_traceback(self, number: int, original: str, text: str, bare: str, rank: str | None) -> bool:
+        """Keep a line that continues its rank's open traceback or multi-line exception message; whether it did
+        (a line that does not continue it closes it)."""
+        stream = rank or ""
+        state = self._tb_state.touch(stream)
+        if state is None:
+            return False
+        if state == "tb":
+            if _TB_BODY_RE.match(bare) or _TB_START_RE.search(bare):
+                if bare.strip():
+                    self._keep_error(number, text, error_key(bare), KIND_TRACEBACK, rank)
+                else:
+                    self.blank_lines += 1
+                self._recent.append((number, original, True))
+                return True
+            if _EXC_LINE_RE.match(bare):
+                self._keep_error(number, text, error_key(bare), KIND_ERROR, rank)
+                self._tb_state.put(stream, "cont:10")
+                self._recent.append((number, original, True))
+                return True
+        else:  # continuation lines of a multi-line exception message
+            remaining = int(state.split(":", 1)[1])
+            if remaining > 0 and bare[:1] in (" ", "\t") and bare.strip():
+                self._keep_error(number, text, error_key(bare), KIND_ERROR, rank)
+                self._tb_state.put(stream, f"cont:{remaining - 1}")
+                self._recent.append((number, original, True))
+                return True
+        self._tb_state.pop(stream, None)
+        return False
+
+    def _feed_routine(self, number: int, original: str, bare: str) -> None:
+        """A routine line: dropped by a filter rule (beyond its ``keep_first``), else folded into a template."""
         rule = self._match_rule(bare)
-        if rule is not None:
-            if rule.keep_first is None:
-                self.dropped_by_rule[rule.id] += 1
-                return
-            masked = mask(bare)
-            seen = self._keep_first_seen.touch(masked, 0)
-            if seen >= rule.keep_first:
-                self.dropped_by_rule[rule.id] += 1
-                return
-            self._keep_first_seen.put(masked, seen + 1)
-            self._template(number, original, masked)
+        if rule is None:
+            self._template(number, original, mask(bare))
             return
-        self._template(number, original, mask(bare))
+        if rule.keep_first is None:
+            self.dropped_by_rule[rule.id] += 1
+            return
+        masked = mask(bare)
+        seen = self._keep_first_seen.touch(masked, 0)
+        if seen >= rule.keep_first:
+            self.dropped_by_rule[rule.id] += 1
+            return
+        self._keep_first_seen.put(masked, seen + 1)
+        self._template(number, original, masked)
 
     def result(self) -> CompressedLog:
         templates = []

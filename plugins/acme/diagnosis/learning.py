@@ -241,28 +241,6 @@ def _first_other_reason_match(lake: Lake, pattern: re.Pattern[str], case: Case) 
     return None
 
 
-def confirm_case(
-    lake: Lake, cluster: str, job_id: str, reason: str, regex: str, by: str, mitigation: str | None = None
-) -> LearnOutcome:
-    """An operator confirms (or corrects) the reason of a stored case and teaches its regex."""
-    from dataclasses import replace
-
-    from acme.diagnosis.retrieval import Case, CaseStore
-
-    store = CaseStore(lake)
-    rows = [r for r in store.read(cluster) if r["job_id"] == str(job_id)]
-    if not rows:
-        raise InputError(f"{cluster}/{job_id}", "no stored diagnosis case for this job")
-    row = rows[0]
-    case = Case(**{name: row[name] for name in Case.__dataclass_fields__})
-    if reason != case.reason:
-        case = replace(
-            case, reason=reason, category=TAXONOMY.get(reason), attribution=None, source="operator"
-        )
-        store.upsert([case])
-    return learn_rule(lake, case, regex, source="operator", mitigation=mitigation, by=by)
-
-
 # ------------------------------------------------------------------------------------------ family filter rules
 _RUN_TOKEN_RE = re.compile(r"^(?:\d+|.*\d{4,}.*|(?:run|try|attempt|v|r|seed)\d+)$", re.IGNORECASE)
 _SLUG_RE = re.compile(r"[^a-z0-9-]+")

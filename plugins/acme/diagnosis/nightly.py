@@ -274,13 +274,6 @@ def _take_from_queue(
     return taken, len(pending) - len(taken)
 
 
-def waiting_jobs(lake: Lake, cluster: str) -> list[dict[str, Any]]:
-    """The entries of a cluster's carry-over queue still without a record newer than their queueing."""
-    entries = (lake.read_json(queue_key(cluster), default=None) or {}).get("jobs", [])
-    records = {d: _diagnosed_at(lake, cluster, date.fromisoformat(d)) for d in {e["day"] for e in entries}}
-    return [e for e in entries if records[e["day"]].get(e["job"]["job_id"], "") < e["queued_at"]]
-
-
 # ------------------------------------------------------------------------------------------ diagnosing
 def _done_since(lake: Lake, items: list[dict[str, Any]], since: str) -> set[tuple[str, str]]:
     """``(cluster, job_id)`` of the items whose stored record is at least as new as ``since`` (a retry)."""

@@ -67,13 +67,6 @@ class DiagnosisRecord:
         row["confidence"] = float(self.confidence)
         return row
 
-    @classmethod
-    def from_row(cls, row: dict[str, Any]) -> DiagnosisRecord:
-        values: dict[str, Any] = {name: row.get(name) for name in RECORD_COLUMNS}
-        values["evidence"] = json.loads(values["evidence"] or "[]")
-        values["similar_cases"] = json.loads(values["similar_cases"] or "[]")
-        return cls(**values)
-
     def to_output(self) -> dict[str, Any]:
         """The command line's answer: reason, category, attribution, confidence, source, evidence, mitigation."""
         keys = ("reason", "category", "attribution", "confidence", "source", "evidence", "mitigation")
@@ -129,8 +122,3 @@ def _read_rows(lake: Lake, key: str) -> list[dict[str, Any]]:
 
             table = table.append_column(name, pa.nulls(table.num_rows, record_schema().field(name).type))
     return table.select(list(RECORD_COLUMNS)).to_pylist()
-
-
-def read_records(lake: Lake, cluster: str, day: date) -> list[DiagnosisRecord]:
-    """The stored records of one cluster and submit day, ordered by job id."""
-    return [DiagnosisRecord.from_row(row) for row in _read_rows(lake, partition_key(cluster, day))]

@@ -16,7 +16,7 @@ import pytest
 from acme.diagnosis.diagnose_cli import diagnose_log_cli
 from acme.diagnosis.llm_agent import AgentAnswer, AgentUnavailable
 from acme.diagnosis.pipeline import diagnose_job, locate_logs, resolve_log_location
-from acme.diagnosis.records import read_records, write_records
+from acme.diagnosis.records import write_records
 from acme.diagnosis.retrieval import CaseStore, LexicalEmbedder
 from acme.diagnosis.routing import (
     NO_ROUTE,
@@ -29,6 +29,7 @@ from acme.diagnosis.routing import (
 from acme.diagnosis.synth_log import iter_training_log
 from acme.errors import InputError
 from acme.lake import Lake
+from tests.diagnosis_support import read_records
 
 FLUX = [
     "[rank2]: Traceback (most recent call last):",
