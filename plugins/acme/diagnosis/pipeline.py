@@ -338,26 +338,15 @@ def diagnose_log_lines(
     """
     from acme import settings
     from acme.diagnosis import retrieval
-    from acme.diagnosis.compress import compress_log, load_filter_rules
-    from acme.diagnosis.learning import (
-        family_key,
-        learn_rule,
-        load_family_filter_rules,
-        rules_with_learned,
-    )
+    from acme.diagnosis.learning import rules_with_learned
     from acme.diagnosis.metadata import job_fact_lines
-    from acme.diagnosis.rules import UNKNOWN, diagnose_lines, redact
+    from acme.diagnosis.rules import UNKNOWN, diagnose_lines
 
     job = dict(job or {})
     job_id = str(job.get("job_id") or "adhoc")
     notes = list(notes)
-    filter_rules = load_filter_rules()
-    if lake is not None:
-        filter_rules = load_family_filter_rules(lake, family_key(job)) + filter_rules
-    compressed = compress_log(lines, rules=filter_rules)
+    compressed = _compress(lines, job, job_id, lake=lake, learn=learn, agent=agent, notes=notes)
     kept = [(k.line, k.text) for k in compressed.lines if k.kind in ("error", "traceback")]
-    if lake is not None and learn:
-        notes += _learn_filter_rules(lake, job, job_id, compressed, agent)
     rules = rules_with_learned(lake)
     threshold = settings.diagnosis().min_confidence
 
@@ -365,61 +354,21 @@ def diagnose_log_lines(
     ruled = diagnose_lines(job_fact_lines(job) + kept, rules)
     if ruled.reason != UNKNOWN:
         candidates.append(_from_rule(ruled))
-
-    def best() -> dict[str, Any] | None:
-        return max(candidates, key=lambda c: c["confidence"]) if candidates else None
-
-    def confident() -> bool:
-        top = best()
-        return top is not None and top["confidence"] >= threshold
-
     signature_lines = retrieval.signature_lines(compressed)
     similar: list[Any] = []
     store = None
-    if lake is not None and confident():
+    if lake is not None and _confident(candidates, threshold):
         # No past case can overrule a confident rule: the embedding model is not loaded (seconds on the
         # way from a crash to its restart), and the case waits in acme.diagnosis.deferred_cases.
         notes.append("a rule decided: similar past cases not looked up")
     elif lake is not None:
         store = retrieval.CaseStore(lake)
-        if settings.diagnosis().embedding == "minilm" and isinstance(
-            store.embedder, retrieval.LexicalEmbedder
-        ):
-            notes.append(f"embedding model unavailable, lexical retrieval used ({retrieval.fallback_reason})")
-        signature = redact(retrieval.error_signature(signature_lines, rules))
-        similar = store.nearest(signature, settings.diagnosis().retrieval_k, exclude=(cluster, job_id))
-        if not confident():
-            min_similarity = settings.diagnosis().retrieval_min_similarity
-            voted = retrieval.vote(
-                similar, store.embedder.min_similarity if min_similarity is None else min_similarity
-            )
-            notes += _weigh_vote(voted, candidates, signature_lines, rules)
-
+        similar = _retrieve(store, signature_lines, rules, (cluster, job_id), candidates, threshold, notes)
     answer = None
-    if not confident():
-        agent = _agent_for(agent)
-        if agent is not None:
-            from acme.diagnosis.llm_agent import AgentUnavailable
+    if not _confident(candidates, threshold):
+        answer = _ask_agent(agent, compressed, similar, job, candidates, signature_lines, rules, notes)
 
-            try:
-                answer = agent.diagnose(
-                    redact(compressed.to_text()), [s.to_dict() for s in similar], json_safe_job(job)
-                )
-            except AgentUnavailable as exc:
-                fallback = "retrieval" if any(c["source"] == "retrieval" for c in candidates) else "rules"
-                notes.append(f"LLM agent unavailable ({exc}); fell back to {fallback}")
-            else:
-                by_rule = next((c for c in candidates if c["source"] == "rule"), None)
-                if by_rule is not None and answer.reason not in (UNKNOWN, by_rule["reason"]):
-                    # A matching rule, however weak, is never overruled by the model: the answer is noted.
-                    notes.append(
-                        f"LLM agent answered {answer.reason}; the matching rule's {by_rule['reason']} stands"
-                    )
-                elif answer.reason != UNKNOWN:
-                    decisive = retrieval.decisive_lines(signature_lines, rules)
-                    candidates.append(_from_answer(answer, compressed, decisive))
-
-    chosen = best() or {
+    chosen = _best(candidates) or {
         "source": "none", "reason": UNKNOWN, "category": None, "attribution": None, "confidence": 0.0,
         "mitigation": None, "rule_id": None, "rule_version": None, "evidence": [],
     }  # fmt: skip
@@ -430,29 +379,139 @@ def diagnose_log_lines(
         similar_cases=[s.to_dict() for s in similar],
         **chosen,
     )
-
     if lake is not None and record.reason != UNKNOWN:
         case = retrieval.case_from_lines(
             cluster, job_id, signature_lines, reason=record.reason, category=record.category,
             attribution=record.attribution, source=record.source, confidence=record.confidence, rules=rules,
         )  # fmt: skip
         if learn and record.source == "llm" and answer is not None and answer.signature_regex:
-            outcome = learn_rule(
-                lake, case, answer.signature_regex, source="agent", confidence=answer.confidence,
-                mitigation=answer.mitigation or None,
-            )  # fmt: skip
-            notes.append(
-                f"learned rule {outcome.rule_id}" if outcome.accepted else f"rule not learned: {outcome.why}"
-            )
+            notes.append(_learn_from_answer(lake, case, answer))
         if store_case and record.source in ("rule", "llm") and record.confidence >= threshold:
-            if store is None and defer_case:
-                from acme.diagnosis.deferred_cases import defer_case as defer
-
-                defer(lake, case)
-            else:
-                (store or retrieval.CaseStore(lake)).upsert([case])
+            _store_case(lake, case, store, defer_case)
     record.note = "; ".join(notes) or None
     return record
+
+
+def _best(candidates: list[dict[str, Any]]) -> dict[str, Any] | None:
+    return max(candidates, key=lambda c: c["confidence"]) if candidates else None
+
+
+def _confident(candidates: list[dict[str, Any]], threshold: float) -> bool:
+    top = _best(candidates)
+    return top is not None and top["confidence"] >= threshold
+
+
+def _compress(
+    lines: str | Path | Iterable[str],
+    job: dict[str, Any],
+    job_id: str,
+    *,
+    lake: Lake | None,
+    learn: bool,
+    agent: Any,
+    notes: list[str],
+) -> CompressedLog:
+    """The log compressed with the job family's filter rules (from the lake) before the bundled ones; with a
+    lake and ``learn``, the log agent may then teach the family new filter rules (noted in ``notes``)."""
+    from acme.diagnosis.compress import compress_log, load_filter_rules
+    from acme.diagnosis.learning import family_key, load_family_filter_rules
+
+    filter_rules = load_filter_rules()
+    if lake is not None:
+        filter_rules = load_family_filter_rules(lake, family_key(job)) + filter_rules
+    compressed = compress_log(lines, rules=filter_rules)
+    if lake is not None and learn:
+        notes += _learn_filter_rules(lake, job, job_id, compressed, agent)
+    return compressed
+
+
+def _retrieve(
+    store: Any,
+    signature_lines: list[tuple[int, str]],
+    rules: list[Rule],
+    exclude: tuple[str, str],
+    candidates: list[dict[str, Any]],
+    threshold: float,
+    notes: list[str],
+) -> list[Any]:
+    """The nearest past cases; when no candidate is confident yet, their vote is weighed into ``candidates``."""
+    from acme import settings
+    from acme.diagnosis import retrieval
+    from acme.diagnosis.rules import redact
+
+    wanted = settings.diagnosis()
+    if wanted.embedding == "minilm" and isinstance(store.embedder, retrieval.LexicalEmbedder):
+        notes.append(f"embedding model unavailable, lexical retrieval used ({retrieval.fallback_reason})")
+    signature = redact(retrieval.error_signature(signature_lines, rules))
+    similar = store.nearest(signature, wanted.retrieval_k, exclude=exclude)
+    if not _confident(candidates, threshold):
+        min_similarity = wanted.retrieval_min_similarity
+        voted = retrieval.vote(
+            similar, store.embedder.min_similarity if min_similarity is None else min_similarity
+        )
+        notes += _weigh_vote(voted, candidates, signature_lines, rules)
+    return similar
+
+
+def _ask_agent(
+    agent: Any,
+    compressed: CompressedLog,
+    similar: list[Any],
+    job: dict[str, Any],
+    candidates: list[dict[str, Any]],
+    signature_lines: list[tuple[int, str]],
+    rules: list[Rule],
+    notes: list[str],
+) -> Any:
+    """The LLM agent's answer (None without an agent or when it is unavailable); a usable answer joins
+    ``candidates`` unless a matching rule says otherwise (a rule is never overruled by the model)."""
+    from acme.diagnosis import retrieval
+    from acme.diagnosis.rules import UNKNOWN, redact
+
+    agent = _agent_for(agent)
+    if agent is None:
+        return None
+    from acme.diagnosis.llm_agent import AgentUnavailable
+
+    try:
+        answer = agent.diagnose(
+            redact(compressed.to_text()), [s.to_dict() for s in similar], json_safe_job(job)
+        )
+    except AgentUnavailable as exc:
+        fallback = "retrieval" if any(c["source"] == "retrieval" for c in candidates) else "rules"
+        notes.append(f"LLM agent unavailable ({exc}); fell back to {fallback}")
+        return None
+    by_rule = next((c for c in candidates if c["source"] == "rule"), None)
+    if by_rule is not None and answer.reason not in (UNKNOWN, by_rule["reason"]):
+        # A matching rule, however weak, is never overruled by the model: the answer is noted.
+        notes.append(f"LLM agent answered {answer.reason}; the matching rule's {by_rule['reason']} stands")
+    elif answer.reason != UNKNOWN:
+        decisive = retrieval.decisive_lines(signature_lines, rules)
+        candidates.append(_from_answer(answer, compressed, decisive))
+    return answer
+
+
+def _learn_from_answer(lake: Lake, case: Any, answer: Any) -> str:
+    """Let the agent's regex become a rule if it passes every check; what happened, as a note."""
+    from acme.diagnosis.learning import learn_rule
+
+    outcome = learn_rule(
+        lake, case, answer.signature_regex, source="agent", confidence=answer.confidence,
+        mitigation=answer.mitigation or None,
+    )  # fmt: skip
+    return f"learned rule {outcome.rule_id}" if outcome.accepted else f"rule not learned: {outcome.why}"
+
+
+def _store_case(lake: Lake, case: Any, store: Any, defer_case: bool) -> None:
+    """Keep the case for retrieval: deferred (no model loaded) when no store was opened, else upserted."""
+    from acme.diagnosis import retrieval
+
+    if store is None and defer_case:
+        from acme.diagnosis.deferred_cases import defer_case as defer
+
+        defer(lake, case)
+    else:
+        (store or retrieval.CaseStore(lake)).upsert([case])
 
 
 def _learn_filter_rules(
