@@ -71,13 +71,7 @@ state_rank  # dead (schema.py)
 _.gpu_equiv  # dead: set, never read (sources/kubernetes.py)
 
 # diagnosis
-_scoped  # dead (diagnosis/compress.py)
 ATTRIBUTION_BY_CATEGORY  # dead (diagnosis/llm_agent.py)
-diagnose_log  # tests and benchmarks only (diagnosis/rules.py)
-confirm_case  # tests (diagnosis/learning.py)
-waiting_jobs  # tests (diagnosis/nightly.py)
-read_records  # tests (diagnosis/records.py)
-compile_safe  # tests (diagnosis/regex_safety.py)
 
 # evaluation
 _.gpu_held_s  # dead (evaluation/simulator.py)
@@ -110,12 +104,6 @@ metric_snapshots  # acme.lake_keys / Lake / lake_task: adopted by the areas in p
 quarantine_metrics  # acme.lake_keys / Lake / lake_task: adopted by the areas in phase 2
 validation_metrics  # acme.lake_keys / Lake / lake_task: adopted by the areas in phase 2
 job_logs  # acme.lake_keys / Lake / lake_task: adopted by the areas in phase 2
-diagnoses_partition  # acme.lake_keys / Lake / lake_task: adopted by the areas in phase 2
-diagnosis_queue  # acme.lake_keys / Lake / lake_task: adopted by the areas in phase 2
-diagnosis_message  # acme.lake_keys / Lake / lake_task: adopted by the areas in phase 2
-diagnosis_cases  # acme.lake_keys / Lake / lake_task: adopted by the areas in phase 2
-deferred_case  # acme.lake_keys / Lake / lake_task: adopted by the areas in phase 2
-learned_filter_rules  # acme.lake_keys / Lake / lake_task: adopted by the areas in phase 2
 detection_episode  # acme.lake_keys / Lake / lake_task: adopted by the areas in phase 2
 detection_evidence_log  # acme.lake_keys / Lake / lake_task: adopted by the areas in phase 2
 recovery_job  # acme.lake_keys / Lake / lake_task: adopted by the areas in phase 2

@@ -118,7 +118,7 @@ def bench_failures() -> list[dict]:
 def bench_real_excerpt() -> dict:
     import yaml
 
-    from acme.diagnosis.rules import diagnose_log
+    from acme.diagnosis.rules import diagnose_lines
     from acme.diagnosis.synth_log import iter_training_log
 
     items = {item["id"]: item for item in yaml.safe_load(LABELLED.read_text())}
@@ -133,7 +133,9 @@ def bench_real_excerpt() -> dict:
         "lines_in": compressed.stats["lines_in"],
         "lines_out": compressed.stats["lines_out"],
         "drop_ratio": round(1 - compressed.stats["lines_out"] / compressed.stats["lines_in"], 5),
-        "diagnosed": diagnose_log(lines).reason,
+        "diagnosed": diagnose_lines(
+            [(k.line, k.text) for k in compressed.lines if k.kind in ("error", "traceback")]
+        ).reason,
         "expected": item["reason"],
     }
 

@@ -11,8 +11,8 @@ Measured, and printed:
 * single lines -- the rules applied to each line alone (``diagnose_lines``): reason, category and attribution
   accuracy, overall and per class, the confusion of reasons, the share answered Unknown; and the share of
   failure lines the compressor flags as error lines (what the rules then see in a whole log);
-* whole logs -- compression, job facts and rules (``diagnose_log``): the root cause, and the decisive-line
-  recall of compression (a decisive line counts as kept when it, or an earlier duplicate it was folded into,
+* whole logs -- compression, job facts and rules (the pipeline's rule stage): the root cause, and the
+  decisive-line recall of compression (a decisive line counts as kept when it, or an earlier duplicate it was folded into,
   is among the kept error/traceback lines);
 * each of those without retrieval, and with retrieval over the other sources' labelled lines (a vote only when
   no rule matched, as in the pipeline), with the lexical embedding and with MiniLM when it can load.
@@ -346,16 +346,11 @@ def _pct(value: float) -> str:
     return f"{100 * value:5.1f}%"
 
 
-def print_report(result: dict[str, Any]) -> None:
-    corpus = result["corpus"]
-    print(
-        f"corpus: {corpus['lines']} lines from {corpus['line_sources']} sources, {corpus['logs']} logs "
-        f"({corpus['whole_logs']} whole); {result['rules']} rules, {result['rules_with_corpus_sources']} of "
-        "them written from corpus sources (left out when those are scored)"
-    )
+def _print_variants(variants: dict[str, Any]) -> None:
+    """One row per variant (rules, +lexical, +MiniLM), then what retrieval answered."""
     print(f"\n{'variant':<16}{'lines: reason':>14}{'category':>10}{'attrib.':>9}{'unknown':>9}"
           f"{'logs: cause':>13}{'category':>10}{'decisive kept':>15}")  # fmt: skip
-    for name, variant in result["variants"].items():
+    for name, variant in variants.items():
         if "unavailable" in variant:
             print(f"{name:<16} unavailable: {variant['unavailable']}")
             continue
@@ -365,13 +360,23 @@ def print_report(result: dict[str, Any]) -> None:
             f"{_pct(lines['unknown_share']):>9}{_pct(logs['reason']):>13}{_pct(logs['category']):>10}"
             f"{_pct(logs['decisive_recall']):>15}"
         )
-    for name, variant in result["variants"].items():
+    for name, variant in variants.items():
         if "retrieval" in variant.get("lines", {}) and name != "rules":
             answered = variant["lines"]["retrieval"]
             print(
                 f"{name}: retrieval answered {answered.get('answered', 0)} lines the rules left Unknown, "
                 f"{answered.get('right', 0)} right ({answered.get('on_routine_lines', 0)} were routine lines)"
             )
+
+
+def print_report(result: dict[str, Any]) -> None:
+    corpus = result["corpus"]
+    print(
+        f"corpus: {corpus['lines']} lines from {corpus['line_sources']} sources, {corpus['logs']} logs "
+        f"({corpus['whole_logs']} whole); {result['rules']} rules, {result['rules_with_corpus_sources']} of "
+        "them written from corpus sources (left out when those are scored)"
+    )
+    _print_variants(result["variants"])
     base = result["variants"]["rules"]
     fresh = base["lines"]["never_tuned_on"]
     print(

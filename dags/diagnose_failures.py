@@ -34,8 +34,7 @@ from __future__ import annotations
 from airflow.providers.standard.operators.trigger_dagrun import TriggerDagRunOperator
 from airflow.sdk import Param, dag, get_current_context, task
 
-from acme import config
-from acme.diagnosis import settings
+from acme import settings
 from acme_airflow.assets import DIAGNOSES, JOB_TRACES
 from acme_airflow.defaults import DEFAULT_ARGS, Tag
 from acme_airflow.params import cluster_param
@@ -46,9 +45,9 @@ RECOVERY_DAG_ID = "recover_training"
 @dag(
     dag_id="diagnose_failures",
     schedule=JOB_TRACES,
-    start_date=config.start_date(),
+    start_date=settings.project().start_date,
     catchup=False,
-    max_active_runs=config.max_active_runs(),
+    max_active_runs=settings.project().max_active_runs,
     default_args=DEFAULT_ARGS,
     tags=[Tag.NIGHTLY, Tag.JOBS, Tag.DIAGNOSIS],
     doc_md=__doc__,
@@ -91,19 +90,18 @@ def diagnose_failures():
         from acme.clusters import load_clusters
         from acme.diagnosis.nightly import diagnosis_targets, plan_run
         from acme_airflow.context import run_day
-        from acme_airflow.failures import no_retry_for_bad_input
-        from acme_airflow.lake import task_lake
+        from acme_airflow.tasks import lake_task
 
         context = get_current_context()
         params = context["params"]
         events = (context.get("triggering_asset_events") or {}).get(JOB_TRACES) or []
-        with no_retry_for_bad_input():
+        with lake_task() as lake:
             targets = diagnosis_targets(
                 load_clusters(), params["cluster"], run_day(context), [e.extra for e in events],
                 manual=bool(params.get("day") or params.get("job_id")),
             )  # fmt: skip
             plan = plan_run(
-                task_lake(), targets, run_id=context["run_id"], job_id=params.get("job_id"),
+                lake, targets, run_id=context["run_id"], job_id=params.get("job_id"),
                 log=params.get("log"), rediagnose=bool(params.get("rediagnose")),
             )  # fmt: skip
         print(
@@ -114,32 +112,32 @@ def diagnose_failures():
         return plan["steps"]
 
     @task(
-        max_active_tis_per_dag=settings.concurrency(),
+        max_active_tis_per_dag=settings.diagnosis().concurrency,
         map_index_template="{{ step['kind'] }} {{ step.get('chunk', '') }} ({{ step['jobs'] }} jobs)",
     )
     def diagnose(step: dict) -> dict:
         """All the planned jobs without a log in one go from their metadata (no model), or one chunk of those
         with a log: compress, rules, retrieval, agent, one job after another (the model loads once)."""
         from acme.diagnosis.nightly import diagnose_chunk, diagnose_without_logs
-        from acme_airflow.failures import no_retry_for_bad_input
-        from acme_airflow.lake import task_lake
         from acme_airflow.llm import failure_agent
+        from acme_airflow.tasks import lake_task
 
-        with no_retry_for_bad_input():
+        with lake_task() as lake:
             if "chunk" not in step:
-                return diagnose_without_logs(task_lake(), step["plan"])
+                return diagnose_without_logs(lake, step["plan"])
             # The LLM endpoint from the Airflow connection (ACME_LLM_CONN_ID), else the environment;
             # None offline.
-            return diagnose_chunk(task_lake(), step["plan"], step["chunk"], agent=failure_agent())
+            return diagnose_chunk(lake, step["plan"], step["chunk"], agent=failure_agent())
 
     # A run with nothing to diagnose maps no step (that task is skipped): publish all the same.
     @task(outlets=[DIAGNOSES], trigger_rule="none_failed")
     def publish(steps: list[dict] | None) -> list[dict]:
         """Summarize the run on the Asset; return the recovery requests (conf + a run id per job)."""
         from acme.diagnosis.nightly import plan_key, summarize
-        from acme_airflow.lake import task_lake
+        from acme_airflow.tasks import lake_task
 
-        plan = task_lake().read_json(plan_key(get_current_context()["run_id"]))
+        with lake_task() as lake:
+            plan = lake.read_json(plan_key(get_current_context()["run_id"]))
         summary = summarize(list(steps or []), plan["waiting"])
         print(
             f"diagnosed {summary['jobs']} failed jobs (sources {summary['sources']}); "
@@ -160,9 +158,10 @@ def diagnose_failures():
     def drop_plan() -> None:
         """Remove the run's staged plan once published (a re-run of the whole run plans again)."""
         from acme.diagnosis.nightly import plan_folder
-        from acme_airflow.lake import task_lake
+        from acme_airflow.tasks import lake_task
 
-        task_lake().delete_prefix(plan_folder(get_current_context()["run_id"]))
+        with lake_task() as lake:
+            lake.delete_prefix(plan_folder(get_current_context()["run_id"]))
 
     recoveries = publish(diagnose.expand(step=plan_jobs()))
     recoveries >> drop_plan()

@@ -235,6 +235,81 @@ def metrics() -> MetricsSettings:
 # Diagnosis: logs → diagnoses (section of the diagnosis area; moved from acme/diagnosis/settings.py)
 # --------------------------------------------------------------------------------------------------
 
+DIAGNOSIS_EMBEDDINGS = ("minilm", "lexical")
+DEFAULT_DIAGNOSIS_LOG_PATTERN = "{lake}/logs/cluster={cluster}/job={job_id}/*.log*"
+_DIAGNOSIS_LOG_PATTERN_FIELDS = ("lake", "cluster", "job_id", "date")
+
+
+def _diagnosis_log_pattern(read: Env) -> str:
+    import string
+
+    pattern = read.text("ACME_DIAGNOSIS_LOG_PATTERN", DEFAULT_DIAGNOSIS_LOG_PATTERN)
+    for _, field, _, _ in string.Formatter().parse(pattern):
+        if field is not None and field not in _DIAGNOSIS_LOG_PATTERN_FIELDS:
+            raise ConfigError(f"ACME_DIAGNOSIS_LOG_PATTERN has an unknown placeholder {{{field}}}")
+    return pattern
+
+
+@dataclass(frozen=True)
+class DiagnosisSettings:
+    log_pattern: str
+    """Where a job's log files are (``ACME_DIAGNOSIS_LOG_PATTERN``): a glob with ``{lake}``, ``{cluster}``,
+    ``{job_id}`` and ``{date}`` (the job's submit day) placeholders."""
+    log_root: str
+    """The folder (or URL prefix) every log must be under (``ACME_DIAGNOSIS_LOG_ROOT``, default
+    ``{lake}/logs``): a log location given in a manual run's Params may not leave it."""
+    embedding: str
+    """Which embedding the vector store uses (``ACME_DIAGNOSIS_EMBEDDING``): ``minilm`` (the packaged
+    all-MiniLM-L6-v2, falling back to lexical when it cannot load) or ``lexical`` (hashed TF-IDF)."""
+    min_confidence: float
+    """A diagnosis at least this confident stops the pipeline (``ACME_DIAGNOSIS_MIN_CONFIDENCE``, 0.7):
+    below it, retrieval and then the LLM agent are asked."""
+    retrieval_min_similarity: float | None
+    """Past cases less similar than this do not vote (``ACME_DIAGNOSIS_RETRIEVAL_MIN_SIMILARITY``); unset:
+    the embedder's own threshold, measured on the labelled set (0.6 for the model, 0.3 for lexical)."""
+    retrieval_k: int
+    """How many nearest past cases are returned and vote (``ACME_DIAGNOSIS_RETRIEVAL_K``, 5)."""
+    learn_min_confidence: float
+    """An agent answer at least this confident may teach a rule (``ACME_DIAGNOSIS_LEARN_MIN_CONFIDENCE``)."""
+    max_jobs_per_run: int
+    """At most this many failed jobs *with a log* are diagnosed by one DAG run (``ACME_DIAGNOSIS_MAX_JOBS``,
+    500); the others wait in the carry-over queue for the next run. Jobs without a log are not capped:
+    their bulk diagnosis from metadata takes seconds for thousands."""
+    chunks: int
+    """At most this many mapped tasks diagnose one run's jobs with a log (``ACME_DIAGNOSIS_CHUNKS``, 4):
+    each loads the embedding model at most once for its whole chunk."""
+    claim_ttl_s: float
+    """A queued job claimed by a run that did not diagnose it is taken by another run after this many
+    seconds (``ACME_DIAGNOSIS_CLAIM_TTL_S``, 21600: a run that failed for good, not one still working)."""
+    concurrency: int
+    """Diagnose tasks running at once (``ACME_DIAGNOSIS_CONCURRENCY``, 2: model memory, LLM pressure)."""
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> DiagnosisSettings:
+        read = Env(environ)
+        min_similarity = None
+        if read.text("ACME_DIAGNOSIS_RETRIEVAL_MIN_SIMILARITY", ""):
+            min_similarity = read.number("ACME_DIAGNOSIS_RETRIEVAL_MIN_SIMILARITY", "0.5", low=0.0, high=1.0)
+        return cls(
+            log_pattern=_diagnosis_log_pattern(read),
+            log_root=read.text("ACME_DIAGNOSIS_LOG_ROOT", "{lake}/logs"),
+            embedding=read.choice("ACME_DIAGNOSIS_EMBEDDING", "lexical", DIAGNOSIS_EMBEDDINGS),
+            min_confidence=read.number("ACME_DIAGNOSIS_MIN_CONFIDENCE", "0.7", low=0.0, high=1.0),
+            retrieval_min_similarity=min_similarity,
+            retrieval_k=int(read.number("ACME_DIAGNOSIS_RETRIEVAL_K", "5", low=1, high=100)),
+            learn_min_confidence=read.number(
+                "ACME_DIAGNOSIS_LEARN_MIN_CONFIDENCE", "0.85", low=0.0, high=1.0
+            ),
+            max_jobs_per_run=int(read.number("ACME_DIAGNOSIS_MAX_JOBS", "500", low=1, high=100_000)),
+            chunks=int(read.number("ACME_DIAGNOSIS_CHUNKS", "4", low=1, high=64)),
+            claim_ttl_s=read.number("ACME_DIAGNOSIS_CLAIM_TTL_S", "21600", low=60, high=30 * 86_400),
+            concurrency=int(read.number("ACME_DIAGNOSIS_CONCURRENCY", "2", low=1, high=256)),
+        )
+
+
+def diagnosis() -> DiagnosisSettings:
+    return DiagnosisSettings.from_env()
+
 
 # --------------------------------------------------------------------------------------------------
 # Agents: the LLM endpoint and the failure/log agents (section of the agents area)

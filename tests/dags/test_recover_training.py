@@ -333,7 +333,7 @@ def test_a_manual_trigger_defaults_to_a_dry_run_and_requires_the_job(airflow_db,
 
     monkeypatch.setenv("ACME_RECOVERY_DRY_RUN", "false")  # the one setting that makes recovery live
     assert load_dag().params["dry_run"] is False
-    from acme.diagnosis.settings import recovery_dry_run
+    from acme.diagnosis.routing import recovery_dry_run
 
     assert recovery_dry_run() is False
 

@@ -236,7 +236,8 @@ def test_a_missing_metrics_input_is_retried(lake, tmp_path):
 
 def test_a_night_without_failed_jobs_diagnoses_nothing_and_keeps_earlier_diagnoses(lake, tmp_path):
     from acme.diagnosis.nightly import diagnosis_targets, plan_run, summarize
-    from acme.diagnosis.records import DiagnosisRecord, read_records, write_records
+    from acme.diagnosis.records import DiagnosisRecord, write_records
+    from tests.diagnosis_support import read_records
 
     rows = SAMPLE_CSV.read_text().splitlines()
     completed = [row for row in rows[1:] if ",COMPLETED," in row]

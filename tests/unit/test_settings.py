@@ -18,7 +18,6 @@ ROOT = Path(__file__).resolve().parents[2]
 NOT_YET_MOVED = {
     "plugins/acme/diagnosis/llm_agent.py",
     "plugins/acme/diagnosis/llm_endpoint.py",
-    "plugins/acme/diagnosis/settings.py",
     "plugins/acme/evaluation/kubernetes_pods.py",
     "plugins/acme/evaluation/settings.py",
     "plugins/acme/recovery/settings.py",

@@ -58,11 +58,11 @@ def evidence_location(suspect: dict[str, Any], episode: str) -> str:
 
 def write_evidence(lake: Lake, suspect: dict[str, Any], location: str, detected_at: datetime) -> str:
     """Write the evidence lines (whole, replacing an earlier version) under the log root; its URL."""
-    from acme.diagnosis import settings
+    from acme import settings
 
     stamp = detected_at.strftime("%Y-%m-%dT%H:%M:%SZ")
     text = "".join(f"{stamp} ERROR {line}\n" for line in suspect["evidence"]).encode()
-    root = settings.log_root().format(lake=lake.uri).rstrip("/")
+    root = settings.diagnosis().log_root.format(lake=lake.uri).rstrip("/")
     if root == lake.uri.rstrip("/"):
         return lake.write_bytes(location, text)
     if lake.owns(root):

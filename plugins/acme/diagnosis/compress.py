@@ -25,6 +25,7 @@ from __future__ import annotations
 import gzip
 import re
 import time
+import zlib
 from collections import OrderedDict, deque
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -152,7 +153,7 @@ _STRONG_ERROR_RE = re.compile(
       | \b(?:lm\ )?loss\b[^|,;]{0,20}?[:=]\s*-?(?:nan|inf)\b|\bgrad[\ _]norm\b[^|,;]{0,20}?[:=]\s*(?:nan|inf)\b
       | \bnan\ (?:loss|in\ (?:local\ )?grad)|\bNaN\ (?:in|detected)
       | Segmentation\ fault|core\ dumped|\bKilled\b|\bSIG(?:KILL|SEGV|ABRT|BUS|TERM)\b|killed\ by\ signal
-      | \bexit\ ?code\b|exit\ status\ [1-9]|exitcode\b|terminate\ called|\bwhat\(\):
+      | \bexit\ ?code\b|exit\ status\ [1-9]|exitcode\b|terminate\ called|\bwhat\(\):|\bdeath\ signal\b
       | \b(?:FATAL|FAILURE|FAILED|SEVERE|ERROR|CRITICAL|PANIC|EMERG|ALERT)\b|\bpanic\b
       | ^\s*\[?E\d{0,4}[\s\]]\S|\[E\ [\w.]+:\d+\]|^\s*E\d{4}\ \d
       | Watchdog\ caught|watchdog\ thread\ terminated|DUE\ TO\ (?:NODE\ FAILURE|TIME\ LIMIT)|NODE_FAIL
@@ -258,9 +259,9 @@ class _LRU(OrderedDict):
 
 
 def default_filter_rules_path() -> Path:
-    from acme.config import include_dir
+    from acme import settings
 
-    return include_dir() / "diagnosis" / _DEFAULT_RULES
+    return settings.project().include_dir / "diagnosis" / _DEFAULT_RULES
 
 
 def load_filter_rules(path: str | Path | None = None) -> list[FilterRule]:
@@ -309,15 +310,20 @@ def parse_filter_rules(document: Any, source: str = "<filter rules>") -> list[Fi
     return rules
 
 
-_GLOBAL_FLAGS_RE = re.compile(r"^\(\?([aiLmsux]+)\)")
+# What reading a log can raise: OSError (gzip.BadGzipFile is one), EOFError (a gzip stream cut short) and
+# zlib.error (corrupt deflate data) -- the last two are not OSErrors.
+LOG_READ_ERRORS: tuple[type[BaseException], ...] = (OSError, EOFError, zlib.error)
 
 
-def _scoped(pattern: str) -> str:
-    """Turn a leading global flag group ``(?i)x`` into a scoped one ``(?i:x)`` so rules can be combined."""
-    match = _GLOBAL_FLAGS_RE.match(pattern)
-    if match is None:
-        return pattern
-    return f"(?{match.group(1)}:{pattern[match.end() :]})"
+def read_problem(exc: BaseException) -> str:
+    """What is wrong with a log that could not be read, in words (for an InputError naming the file)."""
+    if isinstance(exc, EOFError):
+        return f"truncated gzip data: the stream ends before its end-of-stream marker ({exc}); the file was cut short"
+    if isinstance(exc, gzip.BadGzipFile):
+        return f"not valid gzip data ({exc}), although the file is read as gzip (.gz)"
+    if isinstance(exc, zlib.error):
+        return f"corrupt gzip data: the compressed stream cannot be inflated ({exc})"
+    return f"cannot read log: {exc}"
 
 
 @contextmanager
@@ -332,8 +338,8 @@ def _lines_of(source: str | Path | Iterable[str]) -> Iterator[Iterable[str]]:
         # Only a newline ends a line: a tqdm bar's bare carriage returns stay inside it.
         with opener(path, "rt", encoding="utf-8", errors="replace", newline="\n") as handle:
             yield handle
-    except (OSError, EOFError) as exc:
-        raise InputError(str(path), f"cannot read log: {exc}") from exc
+    except LOG_READ_ERRORS as exc:
+        raise InputError(str(path), read_problem(exc)) from exc
 
 
 def _split_lines(raw_lines: Iterator[str]) -> Iterator[str]:
@@ -386,6 +392,7 @@ _ERROR_TRIGGERS = (
     "timeout", "refused", "unreachable", "connection reset", "connection closed", "no space left",
     "permission denied", "no such file", "fault", "evicted", "preempt", "low on resource", "lost",
     "got completion", "loss is", "| nan", "| inf", "cannot connect", "unable to connect", "exhausted",
+    "interrupt", "death signal",
 )  # fmt: skip
 
 
@@ -548,31 +555,9 @@ class LogCompressor:
         """Classify and keep one line (``shown`` is the text kept when it differs from ``original``)."""
         text = original if shown is None else shown
         bare, rank = strip_prefix(original)
+        if self._in_traceback(number, original, text, bare, rank):
+            return
         stream = rank or ""
-        state = self._tb_state.touch(stream)
-        if state is not None:
-            if state == "tb":
-                if _TB_BODY_RE.match(bare) or _TB_START_RE.search(bare):
-                    if bare.strip():
-                        self._keep_error(number, text, error_key(bare), KIND_TRACEBACK, rank)
-                    else:
-                        self.blank_lines += 1
-                    self._recent.append((number, original, True))
-                    return
-                if _EXC_LINE_RE.match(bare):
-                    self._keep_error(number, text, error_key(bare), KIND_ERROR, rank)
-                    self._tb_state.put(stream, "cont:10")
-                    self._recent.append((number, original, True))
-                    return
-                self._tb_state.pop(stream, None)
-            else:  # continuation lines of a multi-line exception message
-                remaining = int(state.split(":", 1)[1])
-                if remaining > 0 and bare[:1] in (" ", "\t") and bare.strip():
-                    self._keep_error(number, text, error_key(bare), KIND_ERROR, rank)
-                    self._tb_state.put(stream, f"cont:{remaining - 1}")
-                    self._recent.append((number, original, True))
-                    return
-                self._tb_state.pop(stream, None)
         if _TB_START_RE.search(bare):
             self._tb_state.put(stream, "tb")
             self._keep_error(number, text, error_key(bare), KIND_TRACEBACK, rank)
@@ -591,20 +576,54 @@ class LogCompressor:
         if self._nonfinite_pending and "oss" in bare and _FINITE_LOSS_RE.search(bare):
             self.last_finite_loss_line = number
             self._nonfinite_pending = False
+        self._feed_routine(number, original, bare)
+
+    def _in_traceback(self, number: int, original: str, text: str, bare: str, rank: str | None) -> bool:
+        """Keep a line that continues its rank's open traceback or multi-line exception message; whether it did
+        (a line that does not continue it closes it)."""
+        stream = rank or ""
+        state = self._tb_state.touch(stream)
+        if state is None:
+            return False
+        if state == "tb":
+            if _TB_BODY_RE.match(bare) or _TB_START_RE.search(bare):
+                if bare.strip():
+                    self._keep_error(number, text, error_key(bare), KIND_TRACEBACK, rank)
+                else:
+                    self.blank_lines += 1
+                self._recent.append((number, original, True))
+                return True
+            if _EXC_LINE_RE.match(bare):
+                self._keep_error(number, text, error_key(bare), KIND_ERROR, rank)
+                self._tb_state.put(stream, "cont:10")
+                self._recent.append((number, original, True))
+                return True
+        else:  # continuation lines of a multi-line exception message
+            remaining = int(state.split(":", 1)[1])
+            if remaining > 0 and bare[:1] in (" ", "\t") and bare.strip():
+                self._keep_error(number, text, error_key(bare), KIND_ERROR, rank)
+                self._tb_state.put(stream, f"cont:{remaining - 1}")
+                self._recent.append((number, original, True))
+                return True
+        self._tb_state.pop(stream, None)
+        return False
+
+    def _feed_routine(self, number: int, original: str, bare: str) -> None:
+        """A routine line: dropped by a filter rule (beyond its ``keep_first``), else folded into a template."""
         rule = self._match_rule(bare)
-        if rule is not None:
-            if rule.keep_first is None:
-                self.dropped_by_rule[rule.id] += 1
-                return
-            masked = mask(bare)
-            seen = self._keep_first_seen.touch(masked, 0)
-            if seen >= rule.keep_first:
-                self.dropped_by_rule[rule.id] += 1
-                return
-            self._keep_first_seen.put(masked, seen + 1)
-            self._template(number, original, masked)
+        if rule is None:
+            self._template(number, original, mask(bare))
             return
-        self._template(number, original, mask(bare))
+        if rule.keep_first is None:
+            self.dropped_by_rule[rule.id] += 1
+            return
+        masked = mask(bare)
+        seen = self._keep_first_seen.touch(masked, 0)
+        if seen >= rule.keep_first:
+            self.dropped_by_rule[rule.id] += 1
+            return
+        self._keep_first_seen.put(masked, seen + 1)
+        self._template(number, original, masked)
 
     def result(self) -> CompressedLog:
         templates = []

@@ -13,20 +13,18 @@ is in the lake but not yet found by retrieval.
 
 from __future__ import annotations
 
-import re
 from dataclasses import asdict
 from typing import TYPE_CHECKING
+
+from acme import lake_keys
 
 if TYPE_CHECKING:
     from acme.diagnosis.retrieval import Case
     from acme.lake import Lake
 
-PREFIX = "diagnosis/cases_deferred"
-
 
 def deferred_key(case: Case) -> str:
-    safe = re.sub(r"[^A-Za-z0-9._-]", "_", case.job_id).lstrip(".") or "_"
-    return f"{PREFIX}/cluster={case.cluster}/{safe}.json"
+    return lake_keys.deferred_case(case.cluster, case.job_id)
 
 
 def defer_case(lake: Lake, case: Case) -> str:
@@ -35,7 +33,7 @@ def defer_case(lake: Lake, case: Case) -> str:
 
 
 def deferred_case_keys(lake: Lake) -> list[str]:
-    return [key for key in lake.list(PREFIX) if key.endswith(".json")]
+    return [key for key in lake.list(lake_keys.DEFERRED_CASES) if key.endswith(".json")]
 
 
 def flush_deferred_cases(lake: Lake) -> int:
@@ -52,6 +50,5 @@ def flush_deferred_cases(lake: Lake) -> int:
     cases = [Case(**lake.read_json(key)) for key in keys]
     CaseStore(lake).upsert(cases)
     for key in keys:
-        if lake.exists(key):
-            lake.fs.rm(lake.path(key))
+        lake.remove(key)
     return len(cases)

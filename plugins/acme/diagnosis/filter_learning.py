@@ -78,7 +78,7 @@ def learn_family_filter_rules(
         if not proposal.accepted:
             outcome.rejected.append(f"{proposal.template[:60]}: {proposal.rejection}")
             continue
-        rule_id = "learned-" + hashlib.sha1(proposal.regex.encode()).hexdigest()[:10]
+        rule_id = "learned-" + hashlib.sha1((proposal.regex or "").encode()).hexdigest()[:10]
         accepted.append(proposal.to_filter_rule(rule_id))
         outcome.accepted.append(rule_id)
     if accepted:

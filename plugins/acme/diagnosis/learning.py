@@ -111,38 +111,10 @@ def learn_rule(
     now: datetime | None = None,
 ) -> LearnOutcome:
     """Add ``regex`` as a rule for ``case.reason`` if it passes every check (see the module docstring)."""
-    from acme.diagnosis import settings
-
-    if source not in LEARN_SOURCES:
-        return LearnOutcome(
-            "refused", f"source {source!r} cannot teach rules (only {', '.join(LEARN_SOURCES)})"
-        )
-    threshold = settings.learn_min_confidence() if min_confidence is None else min_confidence
-    if source == "agent" and (confidence is None or confidence < threshold):
-        return LearnOutcome("refused", f"agent confidence {confidence} is below {threshold}")
-    known = {**TAXONOMY, **EXTRA_REASONS}
-    if case.reason not in known or case.reason == UNKNOWN:
-        return LearnOutcome("refused", f"reason {case.reason!r} is not in the failure taxonomy")
-    if not regex or not regex.strip():
-        return LearnOutcome("refused", "no regex proposed")
-    if len(regex) > MAX_REGEX_CHARS:
-        return LearnOutcome("refused", f"regex longer than {MAX_REGEX_CHARS} characters")
-    try:
-        pattern = re.compile(regex)
-    except re.error as exc:
-        return LearnOutcome("refused", f"regex does not compile: {exc}")
-    from acme.diagnosis.regex_safety import regex_problem
-
-    unsafe = regex_problem(regex, max_chars=MAX_REGEX_CHARS)
-    if unsafe:  # nested quantifiers and the like would stall every later diagnosis (ReDoS)
-        return LearnOutcome("refused", f"regex is unsafe to run on every log: it {unsafe}")
-    if pattern.search("") or pattern.search(" "):
-        return LearnOutcome("refused", "regex matches an empty line: it would match every log")
-    if not (pattern.search(case.error_text) or pattern.search(case.signature)):
-        return LearnOutcome("refused", f"regex does not match its own case {case.case_id}")
-    clash = _first_other_reason_match(lake, pattern, case)
-    if clash:
-        return LearnOutcome("refused", f"regex also matches stored case {clash}")
+    refusal = _refusal(lake, case, regex, source, confidence, min_confidence)
+    if refusal:
+        return LearnOutcome("refused", refusal)
+    assert regex is not None  # checked by _refusal
 
     rule_id = f"learned-{case.reason.lower()}-{hashlib.sha1(regex.encode()).hexdigest()[:10]}"
     with lake.lock("diagnosis-rules-learned"):
@@ -162,6 +134,55 @@ def learn_rule(
         _write_yaml(lake, LEARNED_HISTORY.format(version=version), document)
         _write_yaml(lake, LEARNED_KEY, document)
     return LearnOutcome("added", f"learned from {case.case_id} ({source})", rule_id, version)
+
+
+def _refusal(
+    lake: Lake,
+    case: Case,
+    regex: str | None,
+    source: str,
+    confidence: float | None,
+    min_confidence: float | None,
+) -> str | None:
+    """Why ``regex`` may not become a rule for ``case`` (None when it may): who proposed it, how sure, and
+    whether the regex is safe, specific and matches its own case but no stored case of another reason."""
+    from acme import settings
+
+    if source not in LEARN_SOURCES:
+        return f"source {source!r} cannot teach rules (only {', '.join(LEARN_SOURCES)})"
+    threshold = settings.diagnosis().learn_min_confidence if min_confidence is None else min_confidence
+    if source == "agent" and (confidence is None or confidence < threshold):
+        return f"agent confidence {confidence} is below {threshold}"
+    known = {**TAXONOMY, **EXTRA_REASONS}
+    if case.reason not in known or case.reason == UNKNOWN:
+        return f"reason {case.reason!r} is not in the failure taxonomy"
+    if not regex or not regex.strip():
+        return "no regex proposed"
+    pattern, problem = _safe_pattern(regex)
+    if pattern is None:
+        return problem
+    if not (pattern.search(case.error_text) or pattern.search(case.signature)):
+        return f"regex does not match its own case {case.case_id}"
+    clash = _first_other_reason_match(lake, pattern, case)
+    return f"regex also matches stored case {clash}" if clash else None
+
+
+def _safe_pattern(regex: str) -> tuple[re.Pattern[str] | None, str]:
+    """The compiled regex, or None and why it may not run on every log."""
+    from acme.diagnosis.regex_safety import regex_problem
+
+    if len(regex) > MAX_REGEX_CHARS:
+        return None, f"regex longer than {MAX_REGEX_CHARS} characters"
+    try:
+        pattern = re.compile(regex)
+    except re.error as exc:
+        return None, f"regex does not compile: {exc}"
+    unsafe = regex_problem(regex, max_chars=MAX_REGEX_CHARS)
+    if unsafe:  # nested quantifiers and the like would stall every later diagnosis (ReDoS)
+        return None, f"regex is unsafe to run on every log: it {unsafe}"
+    if pattern.search("") or pattern.search(" "):
+        return None, "regex matches an empty line: it would match every log"
+    return pattern, ""
 
 
 def _learned_entry(
@@ -205,10 +226,12 @@ def _first_other_reason_match(lake: Lake, pattern: re.Pattern[str], case: Case) 
     """The id of a stored case of another reason that the pattern matches, if any."""
     import pyarrow.parquet as pq
 
-    for key in lake.list("diagnosis/cases"):
+    from acme.diagnosis.retrieval import cases_folder
+
+    for key in lake.list(cases_folder()):
         if not key.endswith("/cases.parquet"):
             continue
-        with lake.fs.open(lake.path(key), "rb") as handle:
+        with lake.open(key) as handle:
             table = pq.read_table(handle, columns=["case_id", "reason", "signature", "error_text"])
         for row in table.to_pylist():
             if row["reason"] == case.reason or row["case_id"] == case.case_id:
@@ -216,28 +239,6 @@ def _first_other_reason_match(lake: Lake, pattern: re.Pattern[str], case: Case) 
             if pattern.search(row["error_text"] or "") or pattern.search(row["signature"] or ""):
                 return row["case_id"]
     return None
-
-
-def confirm_case(
-    lake: Lake, cluster: str, job_id: str, reason: str, regex: str, by: str, mitigation: str | None = None
-) -> LearnOutcome:
-    """An operator confirms (or corrects) the reason of a stored case and teaches its regex."""
-    from dataclasses import replace
-
-    from acme.diagnosis.retrieval import Case, CaseStore
-
-    store = CaseStore(lake)
-    rows = [r for r in store.read(cluster) if r["job_id"] == str(job_id)]
-    if not rows:
-        raise InputError(f"{cluster}/{job_id}", "no stored diagnosis case for this job")
-    row = rows[0]
-    case = Case(**{name: row[name] for name in Case.__dataclass_fields__})
-    if reason != case.reason:
-        case = replace(
-            case, reason=reason, category=TAXONOMY.get(reason), attribution=None, source="operator"
-        )
-        store.upsert([case])
-    return learn_rule(lake, case, regex, source="operator", mitigation=mitigation, by=by)
 
 
 # ------------------------------------------------------------------------------------------ family filter rules
@@ -266,7 +267,9 @@ def family_key(job: dict[str, Any] | None) -> str:
 def _family_prefix(family: str) -> str:
     if not family or not re.fullmatch(r"[a-z0-9.-]+", family) or ".." in family:
         raise InputError("family filter rules", f"family key {family!r} is not one made by family_key()")
-    return f"diagnosis/filter_rules/family={family}"
+    from acme import lake_keys
+
+    return lake_keys.learned_filter_rules(family)
 
 
 def load_family_filter_rules(lake: Lake, family: str) -> list[FilterRule]:

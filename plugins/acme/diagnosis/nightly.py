@@ -30,6 +30,7 @@ from collections import Counter
 from datetime import UTC, date, datetime
 from typing import TYPE_CHECKING, Any
 
+from acme import lake_keys
 from acme.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -61,7 +62,7 @@ def diagnosis_targets(
 def _jobs(lake: Lake, cluster: str, day: date) -> list[dict[str, Any]]:
     from acme.diagnosis.pipeline import json_safe_job
 
-    key = f"jobs/cluster={cluster}/date={day.isoformat()}/jobs.parquet"
+    key = lake_keys.jobs_partition(cluster, day)
     return [json_safe_job(row) for row in lake.read_parquet(key).to_pylist()] if lake.exists(key) else []
 
 
@@ -73,25 +74,21 @@ def failed_jobs(lake: Lake, cluster: str, day: date) -> list[dict[str, Any]]:
     )
 
 
-def _glob_regex(glob_text: str) -> str:
-    return re.escape(glob_text).replace(r"\*", "[^/]*").replace(r"\?", "[^/]")
-
-
 def job_ids_with_logs(lake: Lake, cluster: str, day: date) -> set[str]:
     """The job ids that have a log under ``ACME_DIAGNOSIS_LOG_PATTERN`` for jobs submitted on ``day``, from
     one listing of the pattern with ``*`` for the job id (not one lookup per job)."""
-    from acme.diagnosis import settings
-    from acme.diagnosis.pipeline import _fs_for
+    from acme import settings
+    from acme.diagnosis.pipeline import find_logs, glob_regex, log_space
 
-    pattern = settings.log_pattern()
+    pattern = settings.diagnosis().log_pattern
     if "{job_id}" not in pattern:
         raise ConfigError("ACME_DIAGNOSIS_LOG_PATTERN must contain {job_id}: which log is whose?")
     named = pattern.format(lake=lake.uri, cluster=cluster, job_id=_JOB_SENTINEL, date=day.isoformat())
-    fs, path = _fs_for(named, lake)
-    parts = path.split(_JOB_SENTINEL)
-    matcher = re.compile("^" + "(?P<job>[^/]+)".join(_glob_regex(p) for p in parts) + "$")
+    source, where = log_space(named, lake)
+    parts = where.split(_JOB_SENTINEL)
+    matcher = re.compile("^" + "(?P<job>[^/]+)".join(glob_regex(p) for p in parts) + "$")
     found = set()
-    for hit in fs.glob(path.replace(_JOB_SENTINEL, "*")):
+    for hit in find_logs(source, where.replace(_JOB_SENTINEL, "*")):
         match = matcher.match(hit)
         if match and len({m for m in match.groups()}) == 1:  # {job_id} twice in a pattern must agree
             found.add(match["job"])
@@ -114,13 +111,12 @@ def _diagnosed_at(lake: Lake, cluster: str, day: date) -> dict[str, str]:
 
 
 def queue_key(cluster: str) -> str:
-    return f"diagnosis/queue/cluster={cluster}/pending.json"
+    return lake_keys.diagnosis_queue(cluster)
 
 
 def plan_folder(run_id: str) -> str:
     """The run's staging folder: its plan lives there until the run has published."""
-    safe = re.sub(r"[^A-Za-z0-9._-]+", "-", run_id).strip("-.")[:160] or "run"
-    return f"staging/diagnose_failures/{safe}"
+    return lake_keys.staging("diagnose_failures", run_id)
 
 
 def plan_key(run_id: str) -> str:
@@ -159,14 +155,14 @@ def plan_run(
     pattern, or its metadata; it does not go through the queue. A named job not in the lake yet is
     diagnosed with only its cluster and id as metadata.
     """
-    from acme.diagnosis import settings
+    from acme import settings
 
     if log and not job_id:
         raise ConfigError("a log location was given without the job_id it belongs to")
     if job_id and len({cluster for cluster, _ in targets}) != 1:
         raise ConfigError("a job_id was given: choose its cluster (not 'all')")
-    limit = limit or settings.max_jobs_per_run()
-    chunks = chunks or settings.chunks()
+    limit = limit or settings.diagnosis().max_jobs_per_run
+    chunks = chunks or settings.diagnosis().chunks
     now = now or datetime.now(UTC)
     stamp = now.isoformat()
     without_log: list[dict[str, Any]] = []
@@ -178,7 +174,9 @@ def plan_run(
         job_id = safe_job_id(job_id)
         (cluster, day), *_ = targets
         known = [j for j in _jobs(lake, cluster, day) if j["job_id"] == str(job_id)]
-        item = {"cluster": cluster, "day": day.isoformat(), "job": (known or [{"job_id": str(job_id)}])[0]}
+        item: dict[str, Any] = {
+            "cluster": cluster, "day": day.isoformat(), "job": (known or [{"job_id": str(job_id)}])[0]
+        }  # fmt: skip
         has_log = bool(log) or str(job_id) in job_ids_with_logs(lake, cluster, day)
         (with_log if has_log else without_log).append({**item, "log": log})
     else:
@@ -192,12 +190,17 @@ def plan_run(
                 skipped += len(done)
                 logged = job_ids_with_logs(lake, cluster, day) if failed else set()
                 for job in failed:
-                    item = {"cluster": cluster, "day": day.isoformat(), "job": job, "log": None}
+                    item = {
+                        "cluster": cluster,
+                        "day": day.isoformat(),
+                        "job": job,
+                        "log": None,
+                    }
                     (fresh if job["job_id"] in logged else without_log).append(item)
             taken, left = _take_from_queue(lake, cluster, fresh, run_id, limit - len(with_log), stamp)
             with_log += taken
             waiting += left
-    plan = {
+    plan: dict[str, Any] = {
         "run_id": run_id,
         "created_at": stamp,
         "without_log": without_log,
@@ -230,9 +233,9 @@ def _take_from_queue(
 ) -> tuple[list[dict[str, Any]], int]:
     """Add ``fresh`` jobs to the cluster's queue, drop the diagnosed ones, claim up to ``room`` (oldest
     first) for ``run_id``; returns the claimed items and how many others wait."""
-    from acme.diagnosis import settings
+    from acme import settings
 
-    ttl_s = settings.claim_ttl_s()
+    ttl_s = settings.diagnosis().claim_ttl_s
     key = queue_key(cluster)
     with lake.lock(f"diagnosis-queue-{cluster}"):
         entries = (lake.read_json(key, default=None) or {}).get("jobs", [])
@@ -251,7 +254,7 @@ def _take_from_queue(
             elif done(entry):  # its earlier turn is over: queued anew
                 entry.update(queued_at=stamp, claimed_by=None, claimed_at=None)
         pending = [e for e in entries if not done(e)]
-        taken = []
+        taken: list[dict[str, Any]] = []
         for entry in pending:
             if len(taken) >= max(room, 0):
                 break
@@ -269,13 +272,6 @@ def _take_from_queue(
         if pending != before:
             lake.write_json(key, {"cluster": cluster, "updated_at": stamp, "jobs": pending})
     return taken, len(pending) - len(taken)
-
-
-def waiting_jobs(lake: Lake, cluster: str) -> list[dict[str, Any]]:
-    """The entries of a cluster's carry-over queue still without a record newer than their queueing."""
-    entries = (lake.read_json(queue_key(cluster), default=None) or {}).get("jobs", [])
-    records = {d: _diagnosed_at(lake, cluster, date.fromisoformat(d)) for d in {e["day"] for e in entries}}
-    return [e for e in entries if records[e["day"]].get(e["job"]["job_id"], "") < e["queued_at"]]
 
 
 # ------------------------------------------------------------------------------------------ diagnosing
@@ -296,7 +292,8 @@ def _route_one(lake: Lake, record: DiagnosisRecord, job: dict[str, Any]) -> dict
     from acme.diagnosis.routing import OWNER_MESSAGE, route, write_owner_message
 
     decided = route(record, job)
-    message = write_owner_message(lake, record, decided.message) if decided.kind == OWNER_MESSAGE else None
+    owner = decided.message if decided.kind == OWNER_MESSAGE else None
+    message = write_owner_message(lake, record, owner) if owner is not None else None
     return {
         "reason": record.reason,
         "source": record.source,
@@ -325,7 +322,7 @@ def _step_summary(
 def diagnose_without_logs(lake: Lake, key: str) -> dict[str, Any]:
     """Diagnose the plan's jobs without a log from their metadata, all at once (no model), store and route
     them; jobs this run already stored (a retry) are skipped."""
-    from acme.diagnosis import settings
+    from acme import settings
     from acme.diagnosis.learning import rules_with_learned
     from acme.diagnosis.metadata import diagnose_from_metadata
     from acme.diagnosis.pipeline import job_submit_day
@@ -337,7 +334,7 @@ def diagnose_without_logs(lake: Lake, key: str) -> dict[str, Any]:
     done = _done_since(lake, items, plan["created_at"])
     items = [i for i in items if (i["cluster"], str(i["job"]["job_id"])) not in done]
     diagnoses = diagnose_from_metadata([i["job"] for i in items], rules_with_learned(lake))
-    pattern = settings.log_pattern()
+    pattern = settings.diagnosis().log_pattern
     records = []
     for item, found in zip(items, diagnoses, strict=True):
         job, day = item["job"], date.fromisoformat(item["day"])

@@ -28,13 +28,15 @@ import os
 import re
 from collections.abc import Iterable, Iterator
 from datetime import UTC, date, datetime
-from typing import TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any, cast
 
 from acme.diagnosis.records import DiagnosisRecord
 from acme.diagnosis.routing import Route, route
 from acme.errors import InputError
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from acme.diagnosis.compress import CompressedLog
     from acme.diagnosis.rules import Diagnosis, Rule
     from acme.lake import Lake
@@ -81,12 +83,61 @@ def resolve_log_location(location: str, root: str) -> str:
     return candidate
 
 
-def _fs_for(url: str, lake: Lake) -> tuple[Any, str]:
-    if url.startswith(lake.uri + "/"):
-        return lake.fs, lake.path(url[len(lake.uri) + 1 :])
+def log_space(url: str, lake: Lake) -> tuple[Any, str]:
+    """Where a log location is read from: ``(lake, key)`` inside the lake (read through its methods), else
+    ``(filesystem, path)`` of the fsspec filesystem of a log root outside it."""
+    if lake.owns(url):
+        return lake, lake.key_of(url)
     import fsspec
 
     return fsspec.core.url_to_fs(url)
+
+
+def glob_regex(pattern: str) -> str:
+    """A glob (``*``, ``?``, ``[...]`` within one path segment; ``**`` across segments) as a regex body."""
+    out, i = [], 0
+    while i < len(pattern):
+        char = pattern[i]
+        if char == "*":
+            double = pattern[i : i + 2] == "**"
+            out.append(".*" if double else "[^/]*")
+            i += 2 if double else 1
+            continue
+        if char == "?":
+            out.append("[^/]")
+        elif char == "[" and "]" in pattern[i + 2 :]:
+            end = pattern.index("]", i + 2)
+            body = pattern[i + 1 : end]
+            out.append("[" + ("^" + body[1:] if body.startswith("!") else body) + "]")
+            i = end
+        else:
+            out.append(re.escape(char))
+        i += 1
+    return "".join(out)
+
+
+def find_logs(source: Any, pattern: str) -> list[str]:
+    """The files matching ``pattern`` (a glob or a plain name) in ``source`` (a Lake: keys; else a filesystem:
+    paths), sorted. In the lake, one listing of the folder before the first glob character."""
+    from acme.lake import Lake
+
+    globbed = any(char in pattern for char in _GLOB_CHARS)
+    if isinstance(source, Lake):
+        if not globbed:  # a file, not a folder (listing a file's key finds just that file)
+            return [key for key in source.list(pattern) if key == pattern]
+        head = pattern[: min(pattern.index(c) for c in _GLOB_CHARS if c in pattern)]
+        matcher = re.compile(glob_regex(pattern) + r"\Z")
+        return [key for key in source.list(head.rsplit("/", 1)[0]) if matcher.match(key)]
+    found = sorted(source.glob(pattern)) if globbed else ([pattern] if source.exists(pattern) else [])
+    return [path for path in found if source.isfile(path)]
+
+
+def _escapes_root(lake: Lake, key: str, root: str) -> bool:
+    """Whether a local lake's log file really lies outside the log root (reached through a link)."""
+    if not lake.is_local:
+        return False
+    with lake.local_file(key) as local:
+        return not _inside(local, _local(root))
 
 
 def safe_job_id(job_id: Any) -> str:
@@ -100,55 +151,55 @@ def safe_job_id(job_id: Any) -> str:
 def locate_logs(
     lake: Lake, cluster: str, job: dict[str, Any], location: str | None = None, day: date | None = None
 ) -> tuple[list[tuple[Any, str]], str]:
-    """The job's log files as ``(filesystem, path)`` pairs in name order, and the pattern searched."""
-    from acme.diagnosis import settings
+    """The job's log files as ``(lake, key)`` or ``(filesystem, path)`` pairs (see :func:`log_space`) in name
+    order, and the pattern searched."""
+    from acme import settings
 
-    root = settings.log_root().format(lake=lake.uri)
+    root = settings.diagnosis().log_root.format(lake=lake.uri)
     if location:
         pattern = resolve_log_location(location, root)
     else:
-        pattern = settings.log_pattern().format(
+        pattern = settings.diagnosis().log_pattern.format(
             lake=lake.uri,
             cluster=cluster,
             job_id=safe_job_id(job.get("job_id")),
             date=(day or job_submit_day(job)).isoformat(),
         )
-    fs, path = _fs_for(pattern, lake)
-    if any(char in path for char in _GLOB_CHARS):
-        found = sorted(fs.glob(path))
-    else:
-        found = [path] if fs.exists(path) else []
-    files = [p for p in found if fs.isfile(p)]
+    source, where = log_space(pattern, lake)
+    files = find_logs(source, where)
     if location:
-        escaped = [p for p in files if fs is lake.fs and lake.is_local and not _inside(p, _local(root))]
+        escaped = [p for p in files if source is lake and _escapes_root(lake, p, root)]
         if escaped:
             raise InputError(location, f"log location leads outside the log root {root} (via a link)")
         if not files:
             raise InputError(location, "no log file found at this location")
-    return [(fs, p) for p in files], pattern
+    return [(source, p) for p in files], pattern
 
 
 def read_log_lines(files: list[tuple[Any, str]]) -> Iterator[str]:
     """The lines of the log files one after another, streamed (plain or gzip), undecodable bytes replaced.
+    ``files``: ``(lake, key)`` or ``(filesystem, path)`` pairs, as :func:`locate_logs` gives them.
 
     Only ``\\n`` ends a line (a progress bar's bare ``\\r`` stays inside it). Memory is bounded
     whatever the log: it is read in chunks, and a line above ``acme.sources.base.MAX_LINE_BYTES``
     (binary garbage, a runaway print) is never held whole: its head is yielded with a note of its
     length (the compressor keeps at most 2,000 characters of a line anyway).
     """
+    from acme.diagnosis.compress import LOG_READ_ERRORS, read_problem
+    from acme.lake import Lake
     from acme.sources.base import iter_raw_lines
 
     for fs, path in files:
-        with fs.open(path, "rb") as raw:
-            stream = gzip.GzipFile(fileobj=raw) if path.endswith(".gz") else raw
+        with fs.open(path) if isinstance(fs, Lake) else fs.open(path, "rb") as raw:
+            stream = cast("IO[bytes]", gzip.GzipFile(fileobj=raw) if path.endswith(".gz") else raw)
             try:
                 for line in iter_raw_lines(stream):
                     text = line.data.decode("utf-8", errors="replace")
                     if line.too_long:
                         text += f" [line of {line.length:,} bytes cut to its first {len(line.data):,}]"
                     yield text
-            except (OSError, EOFError) as exc:
-                raise InputError(path, f"cannot read log: {exc}") from exc
+            except LOG_READ_ERRORS as exc:
+                raise InputError(path, read_problem(exc)) from exc
 
 
 # ------------------------------------------------------------------------------------------ job metadata
@@ -266,7 +317,7 @@ def _weigh_vote(
 
 
 def diagnose_log_lines(
-    lines: str | os.PathLike | Iterable[str],
+    lines: str | Path | Iterable[str],
     job: dict[str, Any] | None,
     *,
     cluster: str,
@@ -285,87 +336,39 @@ def diagnose_log_lines(
     off (the command line turns them off) -- the lake learns from the result. When a rule decided,
     ``defer_case`` keeps the new case for a later embedding instead of loading the model now.
     """
-    from acme.diagnosis import retrieval, settings
-    from acme.diagnosis.compress import compress_log, load_filter_rules
-    from acme.diagnosis.learning import (
-        family_key,
-        learn_rule,
-        load_family_filter_rules,
-        rules_with_learned,
-    )
+    from acme import settings
+    from acme.diagnosis import retrieval
+    from acme.diagnosis.learning import rules_with_learned
     from acme.diagnosis.metadata import job_fact_lines
-    from acme.diagnosis.rules import UNKNOWN, diagnose_lines, redact
+    from acme.diagnosis.rules import UNKNOWN, diagnose_lines
 
     job = dict(job or {})
     job_id = str(job.get("job_id") or "adhoc")
     notes = list(notes)
-    filter_rules = load_filter_rules()
-    if lake is not None:
-        filter_rules = load_family_filter_rules(lake, family_key(job)) + filter_rules
-    compressed = compress_log(lines, rules=filter_rules)
+    compressed = _compress(lines, job, job_id, lake=lake, learn=learn, agent=agent, notes=notes)
     kept = [(k.line, k.text) for k in compressed.lines if k.kind in ("error", "traceback")]
-    if lake is not None and learn:
-        notes += _learn_filter_rules(lake, job, job_id, compressed, agent)
     rules = rules_with_learned(lake)
-    threshold = settings.min_confidence()
+    threshold = settings.diagnosis().min_confidence
 
     candidates: list[dict[str, Any]] = []
     ruled = diagnose_lines(job_fact_lines(job) + kept, rules)
     if ruled.reason != UNKNOWN:
         candidates.append(_from_rule(ruled))
-
-    def best() -> dict[str, Any] | None:
-        return max(candidates, key=lambda c: c["confidence"]) if candidates else None
-
-    def confident() -> bool:
-        top = best()
-        return top is not None and top["confidence"] >= threshold
-
     signature_lines = retrieval.signature_lines(compressed)
     similar: list[Any] = []
     store = None
-    if lake is not None and confident():
+    if lake is not None and _confident(candidates, threshold):
         # No past case can overrule a confident rule: the embedding model is not loaded (seconds on the
         # way from a crash to its restart), and the case waits in acme.diagnosis.deferred_cases.
         notes.append("a rule decided: similar past cases not looked up")
     elif lake is not None:
         store = retrieval.CaseStore(lake)
-        if settings.embedding() == "minilm" and isinstance(store.embedder, retrieval.LexicalEmbedder):
-            notes.append(f"embedding model unavailable, lexical retrieval used ({retrieval.fallback_reason})")
-        signature = redact(retrieval.error_signature(signature_lines, rules))
-        similar = store.nearest(signature, settings.retrieval_k(), exclude=(cluster, job_id))
-        if not confident():
-            min_similarity = settings.retrieval_min_similarity()
-            voted = retrieval.vote(
-                similar, store.embedder.min_similarity if min_similarity is None else min_similarity
-            )
-            notes += _weigh_vote(voted, candidates, signature_lines, rules)
-
+        similar = _retrieve(store, signature_lines, rules, (cluster, job_id), candidates, threshold, notes)
     answer = None
-    if not confident():
-        agent = _agent_for(agent)
-        if agent is not None:
-            from acme.diagnosis.llm_agent import AgentUnavailable
+    if not _confident(candidates, threshold):
+        answer = _ask_agent(agent, compressed, similar, job, candidates, signature_lines, rules, notes)
 
-            try:
-                answer = agent.diagnose(
-                    redact(compressed.to_text()), [s.to_dict() for s in similar], json_safe_job(job)
-                )
-            except AgentUnavailable as exc:
-                fallback = "retrieval" if any(c["source"] == "retrieval" for c in candidates) else "rules"
-                notes.append(f"LLM agent unavailable ({exc}); fell back to {fallback}")
-            else:
-                ruled = next((c for c in candidates if c["source"] == "rule"), None)
-                if ruled is not None and answer.reason not in (UNKNOWN, ruled["reason"]):
-                    # A matching rule, however weak, is never overruled by the model: the answer is noted.
-                    notes.append(
-                        f"LLM agent answered {answer.reason}; the matching rule's {ruled['reason']} stands"
-                    )
-                elif answer.reason != UNKNOWN:
-                    fallback = retrieval.decisive_lines(signature_lines, rules)
-                    candidates.append(_from_answer(answer, compressed, fallback))
-
-    chosen = best() or {
+    chosen = _best(candidates) or {
         "source": "none", "reason": UNKNOWN, "category": None, "attribution": None, "confidence": 0.0,
         "mitigation": None, "rule_id": None, "rule_version": None, "evidence": [],
     }  # fmt: skip
@@ -376,29 +379,139 @@ def diagnose_log_lines(
         similar_cases=[s.to_dict() for s in similar],
         **chosen,
     )
-
     if lake is not None and record.reason != UNKNOWN:
         case = retrieval.case_from_lines(
             cluster, job_id, signature_lines, reason=record.reason, category=record.category,
             attribution=record.attribution, source=record.source, confidence=record.confidence, rules=rules,
         )  # fmt: skip
         if learn and record.source == "llm" and answer is not None and answer.signature_regex:
-            outcome = learn_rule(
-                lake, case, answer.signature_regex, source="agent", confidence=answer.confidence,
-                mitigation=answer.mitigation or None,
-            )  # fmt: skip
-            notes.append(
-                f"learned rule {outcome.rule_id}" if outcome.accepted else f"rule not learned: {outcome.why}"
-            )
+            notes.append(_learn_from_answer(lake, case, answer))
         if store_case and record.source in ("rule", "llm") and record.confidence >= threshold:
-            if store is None and defer_case:
-                from acme.diagnosis.deferred_cases import defer_case as defer
-
-                defer(lake, case)
-            else:
-                (store or retrieval.CaseStore(lake)).upsert([case])
+            _store_case(lake, case, store, defer_case)
     record.note = "; ".join(notes) or None
     return record
+
+
+def _best(candidates: list[dict[str, Any]]) -> dict[str, Any] | None:
+    return max(candidates, key=lambda c: c["confidence"]) if candidates else None
+
+
+def _confident(candidates: list[dict[str, Any]], threshold: float) -> bool:
+    top = _best(candidates)
+    return top is not None and top["confidence"] >= threshold
+
+
+def _compress(
+    lines: str | Path | Iterable[str],
+    job: dict[str, Any],
+    job_id: str,
+    *,
+    lake: Lake | None,
+    learn: bool,
+    agent: Any,
+    notes: list[str],
+) -> CompressedLog:
+    """The log compressed with the job family's filter rules (from the lake) before the bundled ones; with a
+    lake and ``learn``, the log agent may then teach the family new filter rules (noted in ``notes``)."""
+    from acme.diagnosis.compress import compress_log, load_filter_rules
+    from acme.diagnosis.learning import family_key, load_family_filter_rules
+
+    filter_rules = load_filter_rules()
+    if lake is not None:
+        filter_rules = load_family_filter_rules(lake, family_key(job)) + filter_rules
+    compressed = compress_log(lines, rules=filter_rules)
+    if lake is not None and learn:
+        notes += _learn_filter_rules(lake, job, job_id, compressed, agent)
+    return compressed
+
+
+def _retrieve(
+    store: Any,
+    signature_lines: list[tuple[int, str]],
+    rules: list[Rule],
+    exclude: tuple[str, str],
+    candidates: list[dict[str, Any]],
+    threshold: float,
+    notes: list[str],
+) -> list[Any]:
+    """The nearest past cases; when no candidate is confident yet, their vote is weighed into ``candidates``."""
+    from acme import settings
+    from acme.diagnosis import retrieval
+    from acme.diagnosis.rules import redact
+
+    wanted = settings.diagnosis()
+    if wanted.embedding == "minilm" and isinstance(store.embedder, retrieval.LexicalEmbedder):
+        notes.append(f"embedding model unavailable, lexical retrieval used ({retrieval.fallback_reason})")
+    signature = redact(retrieval.error_signature(signature_lines, rules))
+    similar = store.nearest(signature, wanted.retrieval_k, exclude=exclude)
+    if not _confident(candidates, threshold):
+        min_similarity = wanted.retrieval_min_similarity
+        voted = retrieval.vote(
+            similar, store.embedder.min_similarity if min_similarity is None else min_similarity
+        )
+        notes += _weigh_vote(voted, candidates, signature_lines, rules)
+    return similar
+
+
+def _ask_agent(
+    agent: Any,
+    compressed: CompressedLog,
+    similar: list[Any],
+    job: dict[str, Any],
+    candidates: list[dict[str, Any]],
+    signature_lines: list[tuple[int, str]],
+    rules: list[Rule],
+    notes: list[str],
+) -> Any:
+    """The LLM agent's answer (None without an agent or when it is unavailable); a usable answer joins
+    ``candidates`` unless a matching rule says otherwise (a rule is never overruled by the model)."""
+    from acme.diagnosis import retrieval
+    from acme.diagnosis.rules import UNKNOWN, redact
+
+    agent = _agent_for(agent)
+    if agent is None:
+        return None
+    from acme.diagnosis.llm_agent import AgentUnavailable
+
+    try:
+        answer = agent.diagnose(
+            redact(compressed.to_text()), [s.to_dict() for s in similar], json_safe_job(job)
+        )
+    except AgentUnavailable as exc:
+        fallback = "retrieval" if any(c["source"] == "retrieval" for c in candidates) else "rules"
+        notes.append(f"LLM agent unavailable ({exc}); fell back to {fallback}")
+        return None
+    by_rule = next((c for c in candidates if c["source"] == "rule"), None)
+    if by_rule is not None and answer.reason not in (UNKNOWN, by_rule["reason"]):
+        # A matching rule, however weak, is never overruled by the model: the answer is noted.
+        notes.append(f"LLM agent answered {answer.reason}; the matching rule's {by_rule['reason']} stands")
+    elif answer.reason != UNKNOWN:
+        decisive = retrieval.decisive_lines(signature_lines, rules)
+        candidates.append(_from_answer(answer, compressed, decisive))
+    return answer
+
+
+def _learn_from_answer(lake: Lake, case: Any, answer: Any) -> str:
+    """Let the agent's regex become a rule if it passes every check; what happened, as a note."""
+    from acme.diagnosis.learning import learn_rule
+
+    outcome = learn_rule(
+        lake, case, answer.signature_regex, source="agent", confidence=answer.confidence,
+        mitigation=answer.mitigation or None,
+    )  # fmt: skip
+    return f"learned rule {outcome.rule_id}" if outcome.accepted else f"rule not learned: {outcome.why}"
+
+
+def _store_case(lake: Lake, case: Any, store: Any, defer_case: bool) -> None:
+    """Keep the case for retrieval: deferred (no model loaded) when no store was opened, else upserted."""
+    from acme.diagnosis import retrieval
+
+    if store is None and defer_case:
+        from acme.diagnosis.deferred_cases import defer_case as defer
+
+        defer(lake, case)
+    else:
+        (store or retrieval.CaseStore(lake)).upsert([case])
 
 
 def _learn_filter_rules(

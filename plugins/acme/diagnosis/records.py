@@ -67,13 +67,6 @@ class DiagnosisRecord:
         row["confidence"] = float(self.confidence)
         return row
 
-    @classmethod
-    def from_row(cls, row: dict[str, Any]) -> DiagnosisRecord:
-        values = {name: row.get(name) for name in RECORD_COLUMNS}
-        values["evidence"] = json.loads(values["evidence"] or "[]")
-        values["similar_cases"] = json.loads(values["similar_cases"] or "[]")
-        return cls(**values)
-
     def to_output(self) -> dict[str, Any]:
         """The command line's answer: reason, category, attribution, confidence, source, evidence, mitigation."""
         keys = ("reason", "category", "attribution", "confidence", "source", "evidence", "mitigation")
@@ -95,7 +88,9 @@ def record_schema() -> pa.Schema:
 def partition_key(cluster: str, day: date) -> str:
     if not cluster or "/" in cluster or "=" in cluster:
         raise InputError("diagnosis record", f"cluster name {cluster!r} cannot name a partition")
-    return f"diagnoses/cluster={cluster}/date={day.isoformat()}/diagnoses.parquet"
+    from acme import lake_keys
+
+    return lake_keys.diagnoses_partition(cluster, day)
 
 
 def write_records(lake: Lake, records: list[DiagnosisRecord]) -> list[str]:
@@ -127,8 +122,3 @@ def _read_rows(lake: Lake, key: str) -> list[dict[str, Any]]:
 
             table = table.append_column(name, pa.nulls(table.num_rows, record_schema().field(name).type))
     return table.select(list(RECORD_COLUMNS)).to_pylist()
-
-
-def read_records(lake: Lake, cluster: str, day: date) -> list[DiagnosisRecord]:
-    """The stored records of one cluster and submit day, ordered by job id."""
-    return [DiagnosisRecord.from_row(row) for row in _read_rows(lake, partition_key(cluster, day))]

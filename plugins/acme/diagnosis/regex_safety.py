@@ -35,10 +35,6 @@ _BACKREFERENCES = {
 }
 
 
-class UnsafeRegex(ValueError):
-    """A proposed regex that must not become a rule; the message says why."""
-
-
 def _children(av: Any) -> list[Any]:
     """The sub-patterns nested in one node's argument (groups, repeats, branches, lookarounds)."""
     found: list[Any] = []
@@ -91,11 +87,3 @@ def regex_problem(pattern: Any, *, max_chars: int = MAX_REGEX_CHARS) -> str | No
     if compiled.search("") is not None:
         return "matches the empty string, so it would match every line"
     return None
-
-
-def compile_safe(pattern: Any, *, max_chars: int = MAX_REGEX_CHARS) -> re.Pattern[str]:
-    """Compile a proposed regex, or raise :class:`UnsafeRegex` naming the pattern and the problem."""
-    problem = regex_problem(pattern, max_chars=max_chars)
-    if problem:
-        raise UnsafeRegex(f"regex {str(pattern)[:80]!r} {problem}")
-    return re.compile(pattern)

@@ -214,9 +214,9 @@ fallback_reason: str | None = None  # why the model is not used in this process,
 def get_embedder(kind: str | None = None) -> LexicalEmbedder | MiniLMEmbedder:
     """The configured embedder, built once per process; the lexical one when the model cannot load."""
     global fallback_reason
-    from acme.diagnosis import settings
+    from acme import settings
 
-    kind = kind or settings.embedding()
+    kind = kind or settings.diagnosis().embedding
     if kind not in _EMBEDDERS:
         if kind == "minilm":
             try:
@@ -277,7 +277,14 @@ class Vote:
 
 
 def cases_key(cluster: str) -> str:
-    return f"diagnosis/cases/cluster={cluster}/cases.parquet"
+    from acme import lake_keys
+
+    return lake_keys.diagnosis_cases(cluster)
+
+
+def cases_folder() -> str:
+    """The folder of every cluster's case store (a key kind ``acme.lake_keys`` does not name yet)."""
+    return "diagnosis/cases/"
 
 
 def case_from_lines(
@@ -334,7 +341,7 @@ class CaseStore:
         keys = (
             [cases_key(cluster)]
             if cluster
-            else [k for k in self.lake.list("diagnosis/cases") if k.endswith("/cases.parquet")]
+            else [k for k in self.lake.list(cases_folder()) if k.endswith("/cases.parquet")]
         )
         rows: list[dict[str, Any]] = []
         for key in keys:

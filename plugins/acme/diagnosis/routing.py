@@ -45,10 +45,16 @@ class Route:
         }
 
 
+def recovery_dry_run() -> bool:
+    """Whether the recovery requests of the diagnosis are dry runs: the one setting recovery's own default
+    follows too (``ACME_RECOVERY_DRY_RUN``, read by the recovery area's settings)."""
+    from acme.recovery.settings import dry_run_default
+
+    return dry_run_default()
+
+
 def route(record: DiagnosisRecord, job: dict[str, Any] | None) -> Route:
     """Decide what happens after ``record`` (see the module docstring)."""
-    from acme.diagnosis import settings
-
     job = job or {}
     job_type = job.get("job_type")
     if record.reason == "Unknown" or record.category is None:
@@ -69,7 +75,7 @@ def route(record: DiagnosisRecord, job: dict[str, Any] | None) -> Route:
             # The LLM's answer is untrusted (a log can carry a prompt injection): a diagnosis that only the
             # agent made plans a recovery but never cordons or restarts; a rule, a past case or an
             # operator has to agree first.
-            "dry_run": settings.recovery_dry_run() or record.source == "llm",
+            "dry_run": recovery_dry_run() or record.source == "llm",
             "reason": record.reason,
             # One recovery per job and failure, however often the diagnosis is re-run.
             "recovery_id": re.sub(r"[^A-Za-z0-9._-]", "-", f"diag-{record.cluster}-{record.job_id}")[:128],
@@ -108,8 +114,9 @@ def owner_message(record: DiagnosisRecord, job: dict[str, Any]) -> dict[str, Any
 
 
 def message_key(record: DiagnosisRecord) -> str:
-    safe_job = re.sub(r"[^A-Za-z0-9._-]", "_", record.job_id).lstrip(".") or "_"
-    return f"diagnosis/messages/cluster={record.cluster}/date={record.date.isoformat()}/{safe_job}.json"
+    from acme import lake_keys
+
+    return lake_keys.diagnosis_message(record.cluster, record.date, record.job_id)
 
 
 def write_owner_message(lake: Lake, record: DiagnosisRecord, message: dict[str, Any]) -> str:
@@ -133,7 +140,9 @@ def expand_hostlist(hostlist: str | None) -> list[str]:
 
 
 def _split_top_level(text: str) -> list[str]:
-    parts, depth, current = [], 0, []
+    parts: list[str] = []
+    current: list[str] = []
+    depth = 0
     for char in text:
         if char == "[":
             depth += 1

@@ -52,6 +52,7 @@ EXTRA_REASONS: dict[str, str] = {
     "SideServiceError": "Infrastructure",  # wandb, metrics pushers, log shippers unreachable
     "SegmentationFault": "Framework",  # SIGSEGV in native code (exit code 139 / -11)
     "FailSlow": "Infrastructure",  # a running job's node much slower than its peers (acme.detection)
+    "UserCancelled": "Script",  # the user interrupted the run (KeyboardInterrupt, Ctrl-C / SIGINT)
     # Outside the taxonomy: the job was ended from outside.
     "SchedulerTimeLimit": "External",  # Slurm TIMEOUT, "DUE TO TIME LIMIT", Kubernetes DeadlineExceeded
     "Preempted": "External",  # Slurm PREEMPTED / requeue
@@ -89,7 +90,6 @@ def attribution_of(reason: str) -> str | None:
     return "infrastructure" if category == "Infrastructure" else "user"
 
 
-_DIAGNOSED_KINDS = ("error", "traceback")
 _MAX_EVIDENCE = 5
 
 
@@ -140,9 +140,9 @@ class Diagnosis:
 
 # ------------------------------------------------------------------------------------------------ rules
 def default_rules_path() -> Path:
-    from acme.config import include_dir
+    from acme import settings
 
-    return include_dir() / "diagnosis" / "rules.yaml"
+    return settings.project().include_dir / "diagnosis" / "rules.yaml"
 
 
 def load_rules(path: str | Path | None = None) -> list[Rule]:
@@ -158,67 +158,14 @@ def parse_rules(document: Any, source: str = "<rules>") -> list[Rule]:
     entries = document.get("rules") if isinstance(document, dict) else document
     if not isinstance(entries, list) or not entries:
         raise ConfigError(f"{source}: expected a non-empty list under 'rules'")
-    known = {**TAXONOMY, **EXTRA_REASONS}
     rules: list[Rule] = []
     seen: set[str] = set()
     for index, entry in enumerate(entries):
-        if not isinstance(entry, dict):
-            raise ConfigError(f"{source}: rule #{index} is not a mapping")
-        rule_id = entry.get("id")
-        if not isinstance(rule_id, str) or not rule_id:
-            raise ConfigError(f"{source}: rule #{index} has no id")
-        where = f"{source}: rule {rule_id!r}"
-        if rule_id in seen:
-            raise ConfigError(f"{where} is defined twice")
-        seen.add(rule_id)
-        missing = [
-            f
-            for f in ("reason", "category", "attribution", "priority", "patterns", "mitigation", "version")
-            if entry.get(f) in (None, "", [])
-        ]
-        if missing:
-            raise ConfigError(f"{where} lacks {', '.join(missing)}")
-        reason, category = entry["reason"], entry["category"]
-        if reason not in known:
-            raise ConfigError(f"{where}: reason {reason!r} is not in the failure taxonomy")
-        if category not in CATEGORIES:
-            raise ConfigError(f"{where}: category {category!r} is not one of {', '.join(CATEGORIES)}")
-        if known[reason] != category:
-            raise ConfigError(f"{where}: reason {reason} belongs to category {known[reason]}, not {category}")
-        if entry["attribution"] not in ATTRIBUTIONS:
-            raise ConfigError(f"{where}: attribution must be one of {', '.join(ATTRIBUTIONS)}")
-        if not isinstance(entry["priority"], int) or isinstance(entry["priority"], bool):
-            raise ConfigError(f"{where}: priority must be an integer")
-        raw_patterns = entry["patterns"]
-        if isinstance(raw_patterns, str):
-            raw_patterns = [raw_patterns]
-        compiled = []
-        for raw in raw_patterns:
-            try:
-                compiled.append(re.compile(str(raw)))
-            except re.error as exc:
-                raise ConfigError(f"{where}: invalid pattern {raw!r}: {exc}") from exc
-        sources = entry.get("sources") or []
-        must_precede = entry.get("must_precede") or []
-        if not isinstance(sources, list) or not all(isinstance(x, str) for x in sources):
-            raise ConfigError(f"{where}: sources must be a list of corpus source ids")
-        if not isinstance(must_precede, list) or not all(isinstance(x, str) for x in must_precede):
-            raise ConfigError(f"{where}: must_precede must be a list of rule ids")
-        rules.append(
-            Rule(
-                id=rule_id,
-                reason=reason,
-                category=category,
-                attribution=entry["attribution"],
-                priority=entry["priority"],
-                patterns=tuple(compiled),
-                mitigation=str(entry["mitigation"]).strip(),
-                version=int(entry["version"]),
-                provenance=str(entry.get("provenance", "")),
-                sources=tuple(sources),
-                must_precede=tuple(must_precede),
-            )
-        )
+        rule = _parse_rule(entry, index, source)
+        if rule.id in seen:
+            raise ConfigError(f"{source}: rule {rule.id!r} is defined twice")
+        seen.add(rule.id)
+        rules.append(rule)
     for rule in rules:
         missing = sorted(set(rule.must_precede) - seen)
         if missing:
@@ -226,6 +173,68 @@ def parse_rules(document: Any, source: str = "<rules>") -> list[Rule]:
                 f"{source}: rule {rule.id!r}: must_precede names unknown rules {', '.join(missing)}"
             )
     return rules
+
+
+_REQUIRED_FIELDS = ("reason", "category", "attribution", "priority", "patterns", "mitigation", "version")
+
+
+def _parse_rule(entry: Any, index: int, source: str) -> Rule:
+    """One rule of a rules document, checked; a problem raises ConfigError naming the rule."""
+    if not isinstance(entry, dict):
+        raise ConfigError(f"{source}: rule #{index} is not a mapping")
+    rule_id = entry.get("id")
+    if not isinstance(rule_id, str) or not rule_id:
+        raise ConfigError(f"{source}: rule #{index} has no id")
+    where = f"{source}: rule {rule_id!r}"
+    missing = [f for f in _REQUIRED_FIELDS if entry.get(f) in (None, "", [])]
+    if missing:
+        raise ConfigError(f"{where} lacks {', '.join(missing)}")
+    _check_classification(entry, where)
+    sources = entry.get("sources") or []
+    must_precede = entry.get("must_precede") or []
+    if not isinstance(sources, list) or not all(isinstance(x, str) for x in sources):
+        raise ConfigError(f"{where}: sources must be a list of corpus source ids")
+    if not isinstance(must_precede, list) or not all(isinstance(x, str) for x in must_precede):
+        raise ConfigError(f"{where}: must_precede must be a list of rule ids")
+    return Rule(
+        id=rule_id,
+        reason=entry["reason"],
+        category=entry["category"],
+        attribution=entry["attribution"],
+        priority=entry["priority"],
+        patterns=_compile_patterns(entry["patterns"], where),
+        mitigation=str(entry["mitigation"]).strip(),
+        version=int(entry["version"]),
+        provenance=str(entry.get("provenance", "")),
+        sources=tuple(sources),
+        must_precede=tuple(must_precede),
+    )
+
+
+def _check_classification(entry: dict[str, Any], where: str) -> None:
+    """Reason, category, attribution and priority of a rule are known and agree."""
+    known = {**TAXONOMY, **EXTRA_REASONS}
+    reason, category = entry["reason"], entry["category"]
+    if reason not in known:
+        raise ConfigError(f"{where}: reason {reason!r} is not in the failure taxonomy")
+    if category not in CATEGORIES:
+        raise ConfigError(f"{where}: category {category!r} is not one of {', '.join(CATEGORIES)}")
+    if known[reason] != category:
+        raise ConfigError(f"{where}: reason {reason} belongs to category {known[reason]}, not {category}")
+    if entry["attribution"] not in ATTRIBUTIONS:
+        raise ConfigError(f"{where}: attribution must be one of {', '.join(ATTRIBUTIONS)}")
+    if not isinstance(entry["priority"], int) or isinstance(entry["priority"], bool):
+        raise ConfigError(f"{where}: priority must be an integer")
+
+
+def _compile_patterns(raw_patterns: Any, where: str) -> tuple[re.Pattern[str], ...]:
+    compiled = []
+    for raw in [raw_patterns] if isinstance(raw_patterns, str) else raw_patterns:
+        try:
+            compiled.append(re.compile(str(raw)))
+        except re.error as exc:
+            raise ConfigError(f"{where}: invalid pattern {raw!r}: {exc}") from exc
+    return tuple(compiled)
 
 
 # ------------------------------------------------------------------------------------------------ diagnosis
@@ -267,18 +276,3 @@ def diagnose_lines(kept: Iterable[tuple[int, str]], rules: list[Rule] | None = N
         rule_id=rule.id,
         rule_version=rule.version,
     )
-
-
-def diagnose_log(
-    path_or_lines: str | Path | Iterable[str],
-    job: dict[str, Any] | None = None,
-    *,
-    rules: list[Rule] | None = None,
-) -> Diagnosis:
-    """Compress a log (file, ``.gz`` or lines) and diagnose its root cause."""
-    from acme.diagnosis.compress import compress_log
-    from acme.diagnosis.metadata import job_fact_lines
-
-    compressed = compress_log(path_or_lines)
-    kept = [(k.line, k.text) for k in compressed.lines if k.kind in _DIAGNOSED_KINDS]
-    return diagnose_lines(job_fact_lines(job) + kept, rules)

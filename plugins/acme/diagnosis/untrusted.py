@@ -134,8 +134,9 @@ def parse_log_text(text: str) -> list[LogLine]:
     """
     # Only "\n" ends a line: a tqdm bar's bare "\r" stays inside its line, as in the compressor.
     raw_lines = [line.removesuffix("\r") for line in text.split("\n")]
-    matches = [_COMPRESSED_LINE_RE.match(line) for line in raw_lines if line.strip()]
-    if matches and all(matches):
+    found = [_COMPRESSED_LINE_RE.match(line) for line in raw_lines if line.strip()]
+    matches = [m for m in found if m is not None]
+    if matches and len(matches) == len(found):
         return [LogLine(int(m.group(1)), _KIND_NAMES[m.group(2)], m.group(3)) for m in matches]
     from acme.diagnosis.compress import is_error_line, strip_prefix
 

@@ -90,7 +90,7 @@ def test_evidence_is_written_once_per_episode_under_the_log_root(lake, monkeypat
 
 
 def test_the_diagnosis_rules_classify_the_evidence_as_infrastructure(lake):
-    from acme.diagnosis.rules import diagnose_log
+    from tests.diagnosis_support import diagnose_log
 
     for moment, reason in ((at(2, 4), "NCCLTimeoutError"), (at(6, 20), "FailSlow")):
         suspect = detect_cluster(lake, "seren", moment, SETTINGS)["suspects"][0]

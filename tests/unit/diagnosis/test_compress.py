@@ -215,7 +215,7 @@ def test_an_error_after_a_long_carriage_return_progress_bar_is_kept_whole_and_fo
     # Kept whole, after the bar's state when it came (the older states dropped).
     assert kept[0].text.startswith("Epoch 0:  99%") and kept[0].text.endswith(f"\r[rank0]: {error}")
     assert kept[0].text.count("\r") == 1
-    from acme.diagnosis.rules import diagnose_log
+    from tests.diagnosis_support import diagnose_log
 
     assert diagnose_log(lines).reason == "CUDAError"
 
@@ -228,7 +228,7 @@ def test_a_progress_bar_line_without_error_is_one_line_not_many():
 
 def test_a_nan_loss_that_training_recovered_from_is_not_blamed():
     from acme.diagnosis.compress import KIND_RECOVERED
-    from acme.diagnosis.rules import diagnose_log
+    from tests.diagnosis_support import diagnose_log
 
     spike = " iteration      30/ 1000 | lm loss: nan | grad norm: nan | loss scale: 16384.0 |"
     after = [f" iteration {i:7d}/ 1000 | lm loss: {3.0 - i / 100:.6E} | grad norm: 1.2 |" for i in (40, 50)]

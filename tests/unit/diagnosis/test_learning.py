@@ -10,7 +10,6 @@ import yaml
 from acme.diagnosis.compress import compress_log, load_filter_rules
 from acme.diagnosis.learning import (
     LEARNED_KEY,
-    confirm_case,
     family_key,
     learn_rule,
     load_family_filter_rules,
@@ -22,6 +21,7 @@ from acme.diagnosis.retrieval import CaseStore, LexicalEmbedder, case_from_lines
 from acme.diagnosis.rules import diagnose_lines
 from acme.errors import ConfigError, InputError
 from acme.lake import Lake
+from tests.diagnosis_support import confirm_case
 
 WIDGET = [
     (10, "[rank0]: Traceback (most recent call last):"),

@@ -24,7 +24,8 @@ from acme.diagnosis.log_agent import (
     ProposedRule,
     propose_filter_rules,
 )
-from acme.diagnosis.regex_safety import UnsafeRegex, compile_safe, regex_problem
+from acme.diagnosis.regex_safety import regex_problem
+from tests.diagnosis_support import UnsafeRegex, compile_safe
 from tests.fakes.openai_server import FakeOpenAIServer, chat_reply, error_reply, json_reply
 
 # A data-loader heartbeat no bundled filter rule knows (so the compressor keeps it as a template).

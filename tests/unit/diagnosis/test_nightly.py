@@ -104,8 +104,8 @@ def test_every_failed_job_is_stored_once_and_jobs_without_a_log_load_no_model(
 
 def test_a_node_failure_without_a_log_is_diagnosed_from_the_job_state(lake_dir):
     from acme.diagnosis.nightly import diagnose_without_logs, plan_key
-    from acme.diagnosis.records import read_records
     from acme.lake import Lake
+    from tests.diagnosis_support import read_records
 
     lake = Lake(str(lake_dir))
     job = {
@@ -126,7 +126,8 @@ def test_a_node_failure_without_a_log_is_diagnosed_from_the_job_state(lake_dir):
 
 
 def test_the_cap_carries_the_rest_over_to_later_runs_until_every_logged_job_is_diagnosed(seren_day, lake_dir):
-    from acme.diagnosis.nightly import diagnose_chunk, plan_run, waiting_jobs
+    from acme.diagnosis.nightly import diagnose_chunk, plan_run
+    from tests.diagnosis_support import waiting_jobs
 
     lake = seren_day["lake"]
 
@@ -180,7 +181,8 @@ def test_rediagnose_takes_the_day_again_and_still_stores_each_job_once(seren_day
 
 
 def test_a_named_job_is_diagnosed_again_from_its_log_outside_the_queue(seren_day):
-    from acme.diagnosis.nightly import plan_run, waiting_jobs
+    from acme.diagnosis.nightly import plan_run
+    from tests.diagnosis_support import waiting_jobs
 
     lake = seren_day["lake"]
     run_night(lake, "night-1")

@@ -16,7 +16,7 @@ import pytest
 from acme.diagnosis.diagnose_cli import diagnose_log_cli
 from acme.diagnosis.llm_agent import AgentAnswer, AgentUnavailable
 from acme.diagnosis.pipeline import diagnose_job, locate_logs, resolve_log_location
-from acme.diagnosis.records import read_records, write_records
+from acme.diagnosis.records import write_records
 from acme.diagnosis.retrieval import CaseStore, LexicalEmbedder
 from acme.diagnosis.routing import (
     NO_ROUTE,
@@ -29,6 +29,7 @@ from acme.diagnosis.routing import (
 from acme.diagnosis.synth_log import iter_training_log
 from acme.errors import InputError
 from acme.lake import Lake
+from tests.diagnosis_support import read_records
 
 FLUX = [
     "[rank2]: Traceback (most recent call last):",
@@ -346,3 +347,56 @@ def test_a_nightly_run_covers_what_the_triggering_ingest_published():
     assert diagnosis_targets(clusters, "all", day, [], manual=False) == [("kalos", day), ("seren", day)]
     with pytest.raises(ConfigError, match="unknown cluster 'venus'"):
         diagnosis_targets(clusters, "venus", day, [], manual=True)
+
+
+# ------------------------------------------------------------------------------------------ unreadable logs
+def _gzip_log(lines: int = 5_000) -> bytes:
+    return gzip.compress(
+        "".join(f"step {i} loss {1 / (i + 1):.6f}\n" for i in range(lines)).encode(), mtime=0
+    )
+
+
+def _corrupt_deflate(data: bytes) -> bytes:
+    """Gzip data whose compressed stream is damaged after a valid header (zlib reports corrupt data)."""
+    body = bytearray(data)
+    for offset in range(40, min(len(body) - 8, 400)):
+        body[offset] ^= 0xFF
+    return bytes(body)
+
+
+@pytest.mark.parametrize(
+    ("name", "body", "problem"),
+    [
+        ("train.log.gz", _gzip_log()[: len(_gzip_log()) // 2], "truncated gzip data"),
+        ("train.log.gz", b"this is plain text, not gzip\n" * 10, "not valid gzip data"),
+        ("train.log.gz", _corrupt_deflate(_gzip_log()), "corrupt gzip data"),
+    ],
+    ids=["truncated", "not-gzip", "corrupt-stream"],
+)
+def test_an_unreadable_gz_log_is_an_input_error_naming_the_file(tmp_path, name, body, problem):
+    import fsspec
+
+    from acme.diagnosis.compress import compress_log
+    from acme.diagnosis.pipeline import read_log_lines
+
+    path = tmp_path / name
+    path.write_bytes(body)
+    fs = fsspec.filesystem("file")
+    with pytest.raises(InputError) as raised:
+        list(read_log_lines([(fs, str(path))]))
+    assert raised.value.source == str(path) and problem in raised.value.problem, raised.value
+    # The compressor reading a path directly says the same.
+    with pytest.raises(InputError) as raised:
+        compress_log(path)
+    assert raised.value.source == str(path) and problem in raised.value.problem, raised.value
+
+
+def test_a_whole_gz_log_still_reads(tmp_path):
+    import fsspec
+
+    from acme.diagnosis.pipeline import read_log_lines
+
+    path = tmp_path / "train.log.gz"
+    path.write_bytes(_gzip_log(1_000))
+    lines = list(read_log_lines([(fsspec.filesystem("file"), str(path))]))
+    assert len(lines) == 1_000 and lines[-1] == "step 999 loss 0.001000"

@@ -9,9 +9,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from acme.diagnosis.records import RECORD_COLUMNS, DiagnosisRecord, read_records, write_records
+from acme.diagnosis.records import RECORD_COLUMNS, DiagnosisRecord, write_records
 from acme.errors import InputError
 from acme.lake import Lake
+from tests.diagnosis_support import read_records
 
 DAY = date(2023, 7, 1)
 

@@ -19,13 +19,13 @@ from acme.diagnosis.rules import (
     UNKNOWN,
     attribution_of,
     category_of,
-    diagnose_log,
     load_rules,
     parse_rules,
     redact,
 )
 from acme.diagnosis.synth_log import iter_training_log
 from acme.errors import ConfigError
+from tests.diagnosis_support import diagnose_log
 
 ROOT = Path(__file__).resolve().parents[3]
 TAXONOMY_CSV = ROOT.parent / "shared" / "reference" / "failure_taxonomy.csv"
@@ -241,6 +241,28 @@ def test_a_slurm_step_cancelled_after_a_task_failed_is_not_a_users_cancellation(
     assert diagnose_log([step, job]).reason == "JobCancelled"  # a scancel of the batch job logs both
     killed = "srun: error: nid001: task 3: Killed"  # srun's report of a killed task, logged before the step
     assert diagnose_log([killed, step]).reason == "KilledBySignal"
+
+
+def test_a_users_keyboard_interrupt_is_a_user_cancellation_not_a_crash():
+    interrupt = [
+        "Traceback (most recent call last):",
+        '  File "/root/train.py", line 212, in <module>',
+        "    trainer.train()",
+        "KeyboardInterrupt",
+    ]
+    # What the interrupt causes afterwards (wandb's exit handler failing to reach its server) is not the cause.
+    wandb_after = ["wandb: Network error (ConnectionError), entering retry loop.", "KeyboardInterrupt: "]
+    diagnosis = diagnose_log(interrupt + wandb_after)
+    outcome = (diagnosis.reason, diagnosis.category, diagnosis.attribution)
+    assert outcome == ("UserCancelled", "Script", "user")
+    assert diagnosis.evidence[0]["text"] == "KeyboardInterrupt"
+    assert diagnose_log(["[rank3]: KeyboardInterrupt"]).reason == "UserCancelled"
+    assert diagnose_log(["torch.distributed.elastic.multiprocessing.api:Received 2 death signal, shutting down "
+                         "workers"]).reason == "UserCancelled"  # fmt: skip
+    # A root cause logged before the user gave up still wins; the word inside a message is no interrupt.
+    oom = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB."
+    assert diagnose_log([oom, *interrupt]).reason == "OutOfMemoryError"
+    assert diagnose_log(["except KeyboardInterrupt: handled, saving a checkpoint"]).reason == UNKNOWN
 
 
 def test_must_precede_names_known_rules():

@@ -200,7 +200,11 @@ def run_plan(dag_id: str, params: dict, lake) -> object:
             files, _ = locate_logs(
                 lake, item["cluster"], item["job"], item["log"], date.fromisoformat(item["day"])
             )
-            assert all(inside(path, Path(lake.root) / "logs") for _, path in files), files
+            # In the lake, (lake, key) pairs: the key must be under logs/; elsewhere, filesystem paths.
+            assert all(
+                path.startswith("logs/") if src is lake else inside(path, Path(lake.root) / "logs")
+                for src, path in files
+            ), files
         return plan
     if dag_id == "recover_training":
         from acme.lake import open_lake

@@ -18,7 +18,7 @@ PARAMS = {"cluster": "seren", "job_id": "8100", "nodes": ["gpu01", "gpu02"], "ch
     ("value", "expected"), [(None, True), ("true", True), ("false", False), ("0", False)]
 )
 def test_one_setting_decides_the_dry_run_default(monkeypatch, value, expected):
-    from acme.diagnosis.settings import recovery_dry_run
+    from acme.diagnosis.routing import recovery_dry_run
 
     if value is None:
         monkeypatch.delenv("ACME_RECOVERY_DRY_RUN", raising=False)
