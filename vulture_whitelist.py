@@ -92,8 +92,6 @@ write_metrics  # tests (recovery/synth_checkpoints.py)
 
 # --- 3. issue 18 foundation: used as the areas move onto it (the lead empties this at merge) ------
 key_of  # acme.lake_keys / Lake / lake_task: adopted by the areas in phase 2
-duckdb_location  # acme.lake_keys / Lake / lake_task: adopted by the areas in phase 2
-attach_to_duckdb  # acme.lake_keys / Lake / lake_task: adopted by the areas in phase 2
 jobs_partition  # acme.lake_keys / Lake / lake_task: adopted by the areas in phase 2
 jobs_validation_record  # acme.lake_keys / Lake / lake_task: adopted by the areas in phase 2
 raw_jobs  # acme.lake_keys / Lake / lake_task: adopted by the areas in phase 2
@@ -111,4 +109,3 @@ simulated_backend_state  # acme.lake_keys / Lake / lake_task: adopted by the are
 EVAL_PRIORS  # acme.lake_keys / Lake / lake_task: adopted by the areas in phase 2
 eval_run  # acme.lake_keys / Lake / lake_task: adopted by the areas in phase 2
 eval_measurements  # acme.lake_keys / Lake / lake_task: adopted by the areas in phase 2
-lake_task  # acme.lake_keys / Lake / lake_task: adopted by the areas in phase 2

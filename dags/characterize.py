@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from airflow.sdk import AssetOrTimeSchedule, CronTriggerTimetable, Param, dag, get_current_context, task
 
-from acme import config
+from acme import settings
 from acme_airflow.assets import DIAGNOSES, METRICS, REPORTS
 from acme_airflow.defaults import DEFAULT_ARGS, Tag
 from acme_airflow.params import cluster_param
@@ -36,7 +36,7 @@ from acme_airflow.params import cluster_param
     schedule=AssetOrTimeSchedule(
         timetable=CronTriggerTimetable("0 4 1 * *", timezone="UTC"), assets=(DIAGNOSES | METRICS)
     ),
-    start_date=config.start_date(),
+    start_date=settings.project().start_date,
     catchup=False,
     max_active_runs=1,  # runs rewrite the shared index page: one at a time
     default_args=DEFAULT_ARGS,
@@ -57,45 +57,36 @@ from acme_airflow.params import cluster_param
 def characterize():
     @task
     def plan_reports() -> list[dict]:
-        from acme.clusters import load_clusters
-        from acme.report.build import plan_reports as plan
-        from acme_airflow.failures import no_retry_for_bad_input
-        from acme_airflow.lake import task_lake
+        from acme.report.build import plan_run
+        from acme_airflow.context import run_date, triggering_extras
+        from acme_airflow.tasks import lake_task
 
         context = get_current_context()
         params = context["params"]
-        clusters = sorted(load_clusters()) if params["cluster"] == "all" else [params["cluster"]]
-        # A metrics event names its cluster and day; a diagnosis event the (cluster, day) pairs it covered.
-        ingested = [
-            pair
-            for events in (context.get("triggering_asset_events") or {}).values()
-            for event in events
-            for pair in (event.extra or {}).get("days") or [event.extra or {}]
-            if pair.get("cluster") and pair.get("day")
-        ]
-        # The monthly trigger's own time (a manual or asset-triggered run may have no logical date).
-        run_day = (context.get("logical_date") or context["dag_run"].run_after).date()
-        with no_retry_for_bad_input():
-            return plan(task_lake(), clusters, ingested, run_day, params["period"])
+        with lake_task() as lake:
+            return plan_run(
+                lake, params["cluster"], triggering_extras(context), run_date(context), params["period"]
+            )
 
     @task(outlets=[REPORTS], map_index_template="{{ planned['cluster'] }} {{ planned['period'] }}")
     def build_report(planned: dict) -> dict:
         from acme.report.build import build_report as build
-        from acme_airflow.failures import no_retry_for_bad_input
-        from acme_airflow.lake import task_lake
+        from acme.report.build import report_result
+        from acme_airflow.tasks import lake_task
 
-        with no_retry_for_bad_input():
-            manifest = build(task_lake(), planned["cluster"], planned["period"], write_index=False)
-        summary = {k: manifest["summary"].get(k) for k in ("cluster", "period", "gpu_jobs", "fail_rate_gpu")}
-        get_current_context()["outlet_events"][REPORTS].extra = {**summary, "report": manifest["report"]}
-        return {"report": manifest["report"], "figures": manifest["figures"], **summary}
+        with lake_task() as lake:
+            result = report_result(build(lake, planned["cluster"], planned["period"], write_index=False))
+        event = {k: v for k, v in result.items() if k != "figures"}
+        get_current_context()["outlet_events"][REPORTS].extra = event
+        return result
 
     @task
     def publish_index(built: list[dict]) -> dict:
         from acme.report.publish import ReportWriter
-        from acme_airflow.lake import task_lake
+        from acme_airflow.tasks import lake_task
 
-        return {"index": ReportWriter(task_lake()).write_index(), "reports": len(built)}
+        with lake_task() as lake:
+            return {"index": ReportWriter(lake).write_index(), "reports": len(built)}
 
     publish_index(build_report.expand(planned=plan_reports()))
 

@@ -358,10 +358,10 @@ def _locate_faults(args: argparse.Namespace) -> dict:
 
 
 def _plan_eval(args: argparse.Namespace) -> dict:
-    from acme import config
+    from acme import settings
     from acme.evaluation import plan_eval_cli
 
-    suite = args.suite or str(config.include_dir() / "eval" / "default_suite.csv")
+    suite = args.suite or str(settings.project().include_dir / "eval" / "default_suite.csv")
     return plan_eval_cli(
         suite,
         args.nodes,

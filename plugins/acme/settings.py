@@ -472,3 +472,37 @@ def ettr() -> EttrSettings:
 # --------------------------------------------------------------------------------------------------
 # Report: the characterization report (section of the report area)
 # --------------------------------------------------------------------------------------------------
+
+REPORT_DEFINITIONS = ("run", "paper")
+
+
+@dataclass(frozen=True)
+class ReportSettings:
+    definition: str
+    """Run-time definition (``ACME_REPORT_DEFINITION``): ``run`` = end − start (default), ``paper`` =
+    the source's own duration where it has one (AcmeTrace Kalos: end − submit, as the paper counts)."""
+    duckdb_threads: int
+    """Threads DuckDB may use (``ACME_REPORT_THREADS``, default 2: the workers have two cores)."""
+    duckdb_memory_limit: str
+    """DuckDB's memory ceiling (``ACME_REPORT_MEMORY_LIMIT``, default 1GB): it spills beyond it."""
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> ReportSettings:
+        read = Env(environ)
+        definition = read.text("ACME_REPORT_DEFINITION", "run")
+        if definition not in REPORT_DEFINITIONS:
+            raise ConfigError(
+                f"ACME_REPORT_DEFINITION={definition!r} must be one of {', '.join(REPORT_DEFINITIONS)}"
+            )
+        raw_threads = read.text("ACME_REPORT_THREADS", "2")
+        if not raw_threads.isdigit() or int(raw_threads) < 1:
+            raise ConfigError(f"ACME_REPORT_THREADS={raw_threads!r} must be a positive integer")
+        return cls(
+            definition=definition,
+            duckdb_threads=int(raw_threads),
+            duckdb_memory_limit=read.text("ACME_REPORT_MEMORY_LIMIT", "1GB"),
+        )
+
+
+def report() -> ReportSettings:
+    return ReportSettings.from_env()

@@ -88,9 +88,9 @@ def without_missing_sample_days(planned: list[dict[str, Any]], day: date) -> lis
 
     from airflow.sdk.exceptions import AirflowSkipException
 
-    from acme import config
+    from acme import settings
 
-    samples = os.path.join(os.path.abspath(config.include_dir()), "sample_data") + os.sep
+    samples = os.path.join(os.path.abspath(settings.project().include_dir), "sample_data") + os.sep
     kept, missing = [], {}
     for item in planned:
         uri = item["input"]["uri"] if isinstance(item["input"], dict) else item["input"]

@@ -21,7 +21,6 @@ NOT_YET_MOVED = {
     "plugins/acme/evaluation/kubernetes_pods.py",
     "plugins/acme/evaluation/settings.py",
     "plugins/acme/recovery/settings.py",
-    "plugins/acme/report/settings.py",
     "plugins/acme/sources/base.py",
     "plugins/acme_airflow/gpu_pod.py",
     "plugins/acme_airflow/llm.py",

@@ -9,7 +9,7 @@ from __future__ import annotations
 from datetime import date
 from typing import TYPE_CHECKING, Any
 
-from acme.report import settings
+from acme import lake_keys, settings
 from acme.report.periods import Period, month_of, parse_period, previous_month
 
 if TYPE_CHECKING:
@@ -34,12 +34,12 @@ def build_report(
     from acme.report.publish import ReportWriter
 
     period = period if isinstance(period, Period) else parse_period(period)
-    definition = definition or settings.definition()
-    if definition not in settings.DEFINITIONS:
+    definition = definition or settings.report().definition
+    if definition not in settings.REPORT_DEFINITIONS:
         from acme.errors import ConfigError
 
         raise ConfigError(
-            f"run-time definition {definition!r} must be one of {', '.join(settings.DEFINITIONS)}"
+            f"run-time definition {definition!r} must be one of {', '.join(settings.REPORT_DEFINITIONS)}"
         )
     report = characterize(lake, cluster, period, definition)
     pngs = render_figures(report)
@@ -60,10 +60,38 @@ def cluster_days(lake: Lake, cluster: str) -> list[date]:
     return sorted(
         {
             date.fromisoformat(partition_day(k))
-            for k in lake.list(f"jobs/cluster={cluster}")
-            if k.endswith("/jobs.parquet")
+            for k in lake.list(lake_keys.jobs_cluster(cluster))
+            if k.endswith(f"/{lake_keys.JOBS_FILE}")
         }
     )
+
+
+def ingested_days(extras: list[dict[str, Any]]) -> list[dict[str, str]]:
+    """The (cluster, day) pairs that triggering Asset events name: a metrics event names its cluster
+    and day; a diagnosis event the pairs it covered (``days``)."""
+    return [
+        pair
+        for extra in extras
+        for pair in extra.get("days") or [extra]
+        if pair.get("cluster") and pair.get("day")
+    ]
+
+
+def plan_run(
+    lake: Lake, cluster: str, extras: list[dict[str, Any]], run_day: date, period: str | None
+) -> list[dict[str, str]]:
+    """The reports a DAG run refreshes: ``cluster`` is a configured cluster or ``all``, ``extras``
+    the triggering events' extras (see :func:`plan_reports`)."""
+    from acme.clusters import load_clusters
+
+    clusters = sorted(load_clusters()) if cluster == "all" else [cluster]
+    return plan_reports(lake, clusters, ingested_days(extras), run_day, period)
+
+
+def report_result(manifest: dict[str, Any]) -> dict[str, Any]:
+    """What a built report tells the pipeline: its URL, figure count and headline numbers."""
+    headline = {k: manifest["summary"].get(k) for k in ("cluster", "period", "gpu_jobs", "fail_rate_gpu")}
+    return {"report": manifest["report"], "figures": manifest["figures"], **headline}
 
 
 def plan_reports(
@@ -116,6 +144,7 @@ def plan_reports(
         from acme.report.queries import NoJobsError
 
         raise NoJobsError(
-            lake.url("jobs"), f"no job partitions of {', '.join(clusters)} in {parse_period(period).title}"
+            lake.url(lake_keys.JOBS),
+            f"no job partitions of {', '.join(clusters)} in {parse_period(period).title}",
         )
     return plans

@@ -11,18 +11,17 @@ from __future__ import annotations
 
 import io
 import json
-import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from acme import config
+from acme import lake_keys, settings
 
 if TYPE_CHECKING:
     from acme.lake import Lake
     from acme.report.characterize import Characterization
 
-_REPORT_MANIFEST = re.compile(r"(^|/)cluster=[^/]+/period=[^/]+/report\.json$")
+MANIFEST = "report.json"
 
 SECTIONS = {
     1: "Summary",
@@ -43,13 +42,20 @@ class ReportWriter:
     """Publishes reports under ``prefix`` of ``lake`` (``reports`` in the lake, ``""`` for -o DIR)."""
 
     lake: Lake
-    prefix: str = "reports"
+    prefix: str = lake_keys.REPORTS
 
     def key(self, *parts: str) -> str:
         return "/".join(p.strip("/") for p in (self.prefix, *parts) if p and p.strip("/"))
 
     def report_key(self, cluster: str, period: str) -> str:
-        return self.key(f"cluster={cluster}", f"period={period}")
+        return lake_keys.report(cluster, period, root=self.key())
+
+    def is_manifest(self, key: str) -> bool:
+        """Whether ``key`` is the manifest of a report under the prefix."""
+        values = lake_keys.partition_values(key)
+        if "cluster" not in values or "period" not in values:
+            return False
+        return key == f"{self.report_key(values['cluster'], values['period'])}/{MANIFEST}"
 
     def write_report(
         self, report: Characterization, pngs: dict[str, bytes], generated_at: datetime | None = None
@@ -74,7 +80,7 @@ class ReportWriter:
             "tables": sorted(report.tables),
             "findings": {f.name: f.finding for f in report.figures},
         }
-        put("report.json", json.dumps(summary, indent=2, sort_keys=True, default=str).encode())
+        put(MANIFEST, json.dumps(summary, indent=2, sort_keys=True, default=str).encode())
         html = render_template(
             "report.html.j2",
             report=report,
@@ -87,7 +93,7 @@ class ReportWriter:
         )
         put("index.html", html.encode())
         for stale in set(self.lake.list(base)) - set(written):
-            self.lake.fs.rm(self.lake.path(stale))
+            self.lake.remove(stale)
         return {
             "index": self.lake.url(f"{base}/index.html"),
             "figures": len(pngs),
@@ -103,7 +109,7 @@ class ReportWriter:
         with self.lake.lock(f"reports-index-{self.prefix or 'root'}"):
             entries = []
             for key in self.lake.list(self.prefix):
-                if not _REPORT_MANIFEST.search(key):
+                if not self.is_manifest(key):
                     continue
                 summary = json.loads(self.lake.read_bytes(key))
                 relative = key[len(self.prefix) + 1 :] if self.prefix else key
@@ -267,7 +273,7 @@ def render_template(name: str, **context: Any) -> str:
     import jinja2
 
     environment = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(str(config.include_dir() / "report" / "templates")),
+        loader=jinja2.FileSystemLoader(str(settings.project().include_dir / "report" / "templates")),
         autoescape=jinja2.select_autoescape(["html", "j2"]),
         undefined=jinja2.StrictUndefined,
         trim_blocks=True,

@@ -6,7 +6,7 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from acme import config
+from acme import settings
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -23,7 +23,7 @@ SUMMARY_COLUMNS = (
 
 
 def reference_dir() -> Path:
-    return config.include_dir() / "report" / "reference"
+    return settings.project().include_dir / "report" / "reference"
 
 
 @cache
