@@ -16,8 +16,6 @@ from acme.metrics.storage import (
     canonicalize,
     concat_samples,
     empty_samples,
-    hist_key,
-    partition,
     samples_from_table,
 )
 
@@ -72,16 +70,16 @@ def fetch_day(
 def read_histograms(lake: Lake, metric: str, cluster: str, days: list[date]) -> Histogram | None:
     """The merged histogram of the days that have one (None when none has)."""
     found = [
-        histogram_from_table(metric, lake.read_parquet(hist_key(metric, cluster, d)))
+        histogram_from_table(metric, lake.read_parquet(lake_keys.metric_histogram(metric, cluster, d)))
         for d in days
-        if lake.exists(hist_key(metric, cluster, d))
+        if lake.exists(lake_keys.metric_histogram(metric, cluster, d))
     ]
     return merge_histograms(found) if found else None
 
 
 def read_snapshots(lake: Lake, metric: str, cluster: str, day: date) -> Samples:
     """Every snapshot of a metric taken on ``day`` (all inputs), as one Samples."""
-    prefix = partition(lake_keys.METRICS_SNAPSHOTS, metric, cluster, day)
+    prefix = lake_keys.metric_partition(metric, cluster, day, lake_keys.METRICS_SNAPSHOTS)
     parts = [samples_from_table(metric, lake.read_parquet(key)) for key in sorted(lake.list(prefix))]
     return canonicalize(concat_samples(parts)) if parts else empty_samples(metric)
 

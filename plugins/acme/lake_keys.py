@@ -114,13 +114,40 @@ def metric_samples(metric: str, cluster: str, day: date | str) -> str:
     return f"{metric_partition(metric, cluster, day)}/samples.parquet"
 
 
+METRICS_5M = "metrics_5m"
+METRICS_HIST = "metrics_hist"
+
+
+def metric_snapshot(metric: str, cluster: str, day: date | str, input_key: str) -> str:
+    """One input's one-off scrape of a metric and day (snapshot mode; one file per input)."""
+    return f"{metric_partition(metric, cluster, day, METRICS_SNAPSHOTS)}/{input_key}.parquet"
+
+
+def metric_rollup(metric: str, cluster: str, day: date | str) -> str:
+    """Per series and 5 minutes: min/mean/max/count of one metric, cluster and day."""
+    return f"{metric_partition(metric, cluster, day, METRICS_5M)}/rollup.parquet"
+
+
+def metric_histogram(metric: str, cluster: str, day: date | str) -> str:
+    """The fixed-bin histogram of one metric's day over all devices."""
+    return f"{metric_partition(metric, cluster, day, METRICS_HIST)}/hist.parquet"
+
+
+def metric_histograms(metric: str, cluster: str) -> str:
+    """The folder of one metric's daily histograms of one cluster."""
+    return f"{METRICS_HIST}/metric={metric}/cluster={cluster}"
+
+
 def metric_snapshots(metric: str, cluster: str) -> str:
     """The folder of one metric's one-off snapshots of one cluster."""
     return f"{METRICS_SNAPSHOTS}/metric={metric}/cluster={cluster}"
 
 
+QUARANTINE_METRICS = "quarantine/metrics"
+
+
 def quarantine_metrics(cluster: str, day: date | str | None, name: str) -> str:
-    return f"quarantine/metrics/cluster={cluster}/date={_day(day)}/{name}"
+    return f"{QUARANTINE_METRICS}/cluster={cluster}/date={_day(day)}/{name}"
 
 
 def validation_metrics(cluster: str, day: date | str | None, name: str) -> str:
@@ -165,9 +192,20 @@ def diagnosis_message(cluster: str, day: date | str, job_id: str) -> str:
     return f"diagnosis/messages/cluster={cluster}/date={_day(day)}/{safe_name(job_id)}.json"
 
 
+DIAGNOSIS_CASES = "diagnosis/cases"
+
+
 def diagnosis_cases(cluster: str) -> str:
     """The vector store's past failures of one cluster."""
-    return f"diagnosis/cases/cluster={cluster}/cases.parquet"
+    return f"{DIAGNOSIS_CASES}/cluster={cluster}/cases.parquet"
+
+
+LEARNED_RULES = "diagnosis/rules/learned.yaml"
+
+
+def learned_rules_version(version: int) -> str:
+    """A past version of the learned diagnosis rules (kept for audit and rollback)."""
+    return f"diagnosis/rules/history/learned-v{version:04d}.yaml"
 
 
 DEFERRED_CASES = "diagnosis/cases_deferred"

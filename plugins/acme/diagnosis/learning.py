@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from acme import lake_keys
 from acme.diagnosis.rules import EXTRA_REASONS, TAXONOMY, UNKNOWN, Rule, load_rules, parse_rules
 from acme.errors import ConfigError, InputError
 
@@ -34,8 +35,6 @@ if TYPE_CHECKING:
     from acme.diagnosis.retrieval import Case
     from acme.lake import Lake
 
-LEARNED_KEY = "diagnosis/rules/learned.yaml"
-LEARNED_HISTORY = "diagnosis/rules/history/learned-v{version:04d}.yaml"
 LEARN_SOURCES = ("operator", "agent")
 MAX_REGEX_CHARS = 500
 _DEFAULT_PRIORITY = 60
@@ -75,9 +74,11 @@ def _write_yaml(lake: Lake, key: str, document: Any) -> str:
 
 # ------------------------------------------------------------------------------------------ learned rules
 def load_learned_document(lake: Lake) -> dict[str, Any]:
-    document = _read_yaml(lake, LEARNED_KEY) or {}
+    document = _read_yaml(lake, lake_keys.LEARNED_RULES) or {}
     if not isinstance(document, dict):
-        raise ConfigError(f"{lake.url(LEARNED_KEY)}: expected a mapping with 'version' and 'rules'")
+        raise ConfigError(
+            f"{lake.url(lake_keys.LEARNED_RULES)}: expected a mapping with 'version' and 'rules'"
+        )
     return {"version": int(document.get("version") or 0), "rules": list(document.get("rules") or [])}
 
 
@@ -86,7 +87,7 @@ def load_learned_rules(lake: Lake) -> list[Rule]:
     document = load_learned_document(lake)
     if not document["rules"]:
         return []
-    return parse_rules(document, lake.url(LEARNED_KEY))
+    return parse_rules(document, lake.url(lake_keys.LEARNED_RULES))
 
 
 def rules_with_learned(lake: Lake | None) -> list[Rule]:
@@ -131,8 +132,8 @@ def learn_rule(
         )
         document = {"version": version, "updated_at": at, "rules": document["rules"]}
         parse_rules(document, "learned rules")  # never publish a file that would not load
-        _write_yaml(lake, LEARNED_HISTORY.format(version=version), document)
-        _write_yaml(lake, LEARNED_KEY, document)
+        _write_yaml(lake, lake_keys.learned_rules_version(version), document)
+        _write_yaml(lake, lake_keys.LEARNED_RULES, document)
     return LearnOutcome("added", f"learned from {case.case_id} ({source})", rule_id, version)
 
 
@@ -226,9 +227,7 @@ def _first_other_reason_match(lake: Lake, pattern: re.Pattern[str], case: Case) 
     """The id of a stored case of another reason that the pattern matches, if any."""
     import pyarrow.parquet as pq
 
-    from acme.diagnosis.retrieval import cases_folder
-
-    for key in lake.list(cases_folder()):
+    for key in lake.list(lake_keys.DIAGNOSIS_CASES):
         if not key.endswith("/cases.parquet"):
             continue
         with lake.open(key) as handle:

@@ -31,6 +31,7 @@ from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from acme import lake_keys
 from acme.diagnosis.rules import TAXONOMY, UNKNOWN, redact
 
 if TYPE_CHECKING:
@@ -282,11 +283,6 @@ def cases_key(cluster: str) -> str:
     return lake_keys.diagnosis_cases(cluster)
 
 
-def cases_folder() -> str:
-    """The folder of every cluster's case store (a key kind ``acme.lake_keys`` does not name yet)."""
-    return "diagnosis/cases/"
-
-
 def case_from_lines(
     cluster: str,
     job_id: str,
@@ -341,7 +337,7 @@ class CaseStore:
         keys = (
             [cases_key(cluster)]
             if cluster
-            else [k for k in self.lake.list(cases_folder()) if k.endswith("/cases.parquet")]
+            else [k for k in self.lake.list(lake_keys.DIAGNOSIS_CASES) if k.endswith("/cases.parquet")]
         )
         rows: list[dict[str, Any]] = []
         for key in keys:

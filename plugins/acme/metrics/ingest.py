@@ -226,7 +226,8 @@ def _ingest_metric(
     min_cov,
     snapshot=False,
 ) -> dict[str, Any]:
-    from acme.metrics.storage import publish_snapshot, snapshot_key, split_by_day
+    from acme import lake_keys
+    from acme.metrics.storage import publish_snapshot, split_by_day
     from acme.metrics.validate import check_thresholds, validate_samples
 
     outcome = validate_samples(
@@ -259,7 +260,7 @@ def _ingest_metric(
         else:
             result["partitions"].append(_publish(lake, spec, cluster, part_day, part, source))
     if snapshot:  # a re-run with another --scrape-time replaces the snapshot it dated elsewhere
-        written = {snapshot_key(spec.name, cluster, d, key) for d in by_day}
+        written = {lake_keys.metric_snapshot(spec.name, cluster, d, key) for d in by_day}
         for stale in lake.list(lake_keys.metric_snapshots(spec.name, cluster)):
             if stale.endswith(f"/{key}.parquet") and stale not in written:
                 lake.remove(stale)

@@ -504,34 +504,8 @@ def histogram_table(hist: Histogram) -> pa.Table:
 # --- the lake -----------------------------------------------------------------------------------
 
 
-# The areas of the rollups: key kinds acme.lake_keys does not have yet (metric_partition takes the area).
-ROLLUP_AREA = "metrics_5m"
-HIST_AREA = "metrics_hist"
-
-
-def partition(area: str, metric: str, cluster: str, day: date) -> str:
-    return lake_keys.metric_partition(metric, cluster, day, area)
-
-
-def samples_key(metric: str, cluster: str, day: date) -> str:
-    return lake_keys.metric_samples(metric, cluster, day)
-
-
-def snapshot_key(metric: str, cluster: str, day: date, input_key: str) -> str:
-    """One input's snapshot of a metric and day (a key kind lake_keys does not have yet)."""
-    return f"{partition(lake_keys.METRICS_SNAPSHOTS, metric, cluster, day)}/{input_key}.parquet"
-
-
-def rollup_key(metric: str, cluster: str, day: date) -> str:
-    return f"{partition(ROLLUP_AREA, metric, cluster, day)}/rollup.parquet"
-
-
-def hist_key(metric: str, cluster: str, day: date) -> str:
-    return f"{partition(HIST_AREA, metric, cluster, day)}/hist.parquet"
-
-
 def read_samples(lake: Lake, metric: str, cluster: str, day: date) -> Samples:
-    key = samples_key(metric, cluster, day)
+    key = lake_keys.metric_samples(metric, cluster, day)
     if not lake.exists(key):
         return empty_samples(metric)
     return samples_from_table(metric, lake.read_parquet(key))
@@ -549,7 +523,7 @@ def publish_day(
     samples = canonicalize(samples)
     start = day_start_ms(day)
     with lake.lock(f"metrics-{spec.name}-{cluster}-{day.isoformat()}"):
-        key = samples_key(spec.name, cluster, day)
+        key = lake_keys.metric_samples(spec.name, cluster, day)
         covers_day = bool(len(samples)) and _covers_day(samples, start)
         if not covers_day and lake.exists(key):
             existing = samples_from_table(spec.name, lake.read_parquet(key))
@@ -564,8 +538,11 @@ def publish_day(
             samples_table(samples, spec), spec, {"acme.cluster": cluster, "acme.source": source}
         )
         url = lake.write_bytes(key, data)
-        lake.write_parquet(rollup_key(spec.name, cluster, day), rollup_5m(samples, day))
-        lake.write_parquet(hist_key(spec.name, cluster, day), histogram_table(histogram(samples.value, spec)))
+        lake.write_parquet(lake_keys.metric_rollup(spec.name, cluster, day), rollup_5m(samples, day))
+        lake.write_parquet(
+            lake_keys.metric_histogram(spec.name, cluster, day),
+            histogram_table(histogram(samples.value, spec)),
+        )
     return {
         "metric": spec.name,
         "date": day.isoformat(),
@@ -589,7 +566,7 @@ def publish_snapshot(
         spec,
         {"acme.cluster": cluster, "acme.source": source, "acme.mode": "snapshot"},
     )
-    url = lake.write_bytes(snapshot_key(spec.name, cluster, day, input_key), data)
+    url = lake.write_bytes(lake_keys.metric_snapshot(spec.name, cluster, day, input_key), data)
     return {
         "metric": spec.name,
         "date": day.isoformat(),

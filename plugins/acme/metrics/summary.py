@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
 DAILY_AREA = lake_keys.METRICS
 SNAPSHOT_AREA = lake_keys.METRICS_SNAPSHOTS
-QUARANTINE_AREA = "quarantine/metrics"  # the area of lake_keys.quarantine_metrics
+QUARANTINE_AREA = lake_keys.QUARANTINE_METRICS
 
 
 def summarize_metrics(lake: Lake) -> dict[str, Any]:

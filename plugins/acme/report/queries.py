@@ -24,16 +24,6 @@ if TYPE_CHECKING:
 
 _DAY = re.compile(r"\d{4}-\d{2}-\d{2}")
 
-# The metrics area's daily histograms (acme.metrics.storage writes them). Not in acme.lake_keys yet:
-# the lead moves it there (issue 18).
-METRICS_HIST = "metrics_hist"
-HIST_FILE = "hist.parquet"
-
-
-def metric_histograms(metric: str, cluster: str) -> str:
-    """The folder of one metric's daily histograms of one cluster."""
-    return f"{METRICS_HIST}/metric={metric}/cluster={cluster}"
-
 
 class NoJobsError(InputError):
     """The lake holds no job partition of the cluster in the period: there is nothing to report."""
@@ -134,7 +124,8 @@ class ReportQueries:
 
     def metric_keys(self, metric: str) -> list[str]:
         """The metric's daily histograms of the cluster in the period."""
-        return partition_keys(self.lake, metric_histograms(metric, self.cluster), self.period, HIST_FILE)
+        folder = lake_keys.metric_histograms(metric, self.cluster)
+        return partition_keys(self.lake, folder, self.period, "hist.parquet")
 
     def metric_histogram(self, metric: str):
         """The metric's histogram merged over the period (``acme.metrics.storage.Histogram``), or None."""

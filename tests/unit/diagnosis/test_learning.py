@@ -7,9 +7,9 @@ from datetime import UTC, datetime
 import pytest
 import yaml
 
+from acme import lake_keys
 from acme.diagnosis.compress import compress_log, load_filter_rules
 from acme.diagnosis.learning import (
-    LEARNED_KEY,
     family_key,
     learn_rule,
     load_family_filter_rules,
@@ -63,7 +63,7 @@ def test_a_confident_agent_rule_is_added_with_provenance_and_then_diagnoses(lake
     assert rule.id == outcome.rule_id and rule.reason == "CUDAError" and rule.category == "Infrastructure"
     assert rule.priority == 90  # the priority of the bundled CUDA rules: root causes stay above symptoms
     assert "seren/101" in rule.provenance and "agent" in rule.provenance and "0.92" in rule.provenance
-    document = yaml.safe_load(lake.read_bytes(LEARNED_KEY))
+    document = yaml.safe_load(lake.read_bytes(lake_keys.LEARNED_RULES))
     assert document["rules"][0]["learned_from"] == {
         "case_id": "seren/101", "source": "agent", "confidence": 0.92, "by": None, "at": NOW.isoformat(),
     }  # fmt: skip
@@ -102,7 +102,7 @@ def test_learning_the_same_rule_again_changes_nothing(lake):
 def test_refusals(lake, regex, kwargs, why):
     outcome = learn_rule(lake, widget_case(), regex, min_confidence=0.85, **kwargs)
     assert outcome.status == "refused" and why in outcome.why
-    assert not lake.exists(LEARNED_KEY)
+    assert not lake.exists(lake_keys.LEARNED_RULES)
 
 
 def test_a_rule_matching_a_stored_case_of_another_reason_is_refused(lake):
@@ -134,7 +134,7 @@ def test_an_operator_correction_relabels_the_case_and_teaches_the_rule(lake):
 
 
 def test_a_broken_learned_rules_file_names_itself(lake):
-    lake.write_bytes(LEARNED_KEY, b"rules: [{id: x, reason: Nope}]\n")
+    lake.write_bytes(lake_keys.LEARNED_RULES, b"rules: [{id: x, reason: Nope}]\n")
     with pytest.raises(ConfigError, match="learned.yaml"):
         load_learned_rules(lake)
 

@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from acme import lake_keys
 from acme.lake import Lake
 from acme.metrics.storage import (
     Histogram,
@@ -20,7 +21,6 @@ from acme.metrics.storage import (
     quantiles,
     read_samples,
     rollup_5m,
-    samples_key,
     series_frame,
 )
 from acme.metrics.synth import synth_cluster
@@ -59,9 +59,11 @@ def test_republishing_a_day_replaces_it_and_a_partial_day_merges(tmp_path, catal
     spec = catalog["gpu_util"]
     day_one = make_samples("gpu_util", {("n1", 0): full_day(lambda i: i % 100)})
     publish_day(lake, spec, "seren", DAY, day_one)
-    first = lake.read_bytes(samples_key("gpu_util", "seren", DAY))
+    first = lake.read_bytes(lake_keys.metric_samples("gpu_util", "seren", DAY))
     publish_day(lake, spec, "seren", DAY, day_one)
-    assert lake.read_bytes(samples_key("gpu_util", "seren", DAY)) == first  # same input, same partition
+    assert (
+        lake.read_bytes(lake_keys.metric_samples("gpu_util", "seren", DAY)) == first
+    )  # same input, same partition
     morning = make_samples("gpu_util", {("n1", 0): [(t, 7) for t in range(0, 3600, 15)]})
     publish_day(lake, spec, "seren", DAY, morning)  # a partial day replaces only its own span
     back = read_samples(lake, "gpu_util", "seren", DAY)
