@@ -37,6 +37,13 @@ from acme_airflow.assets import CHECKPOINTS
 from acme_airflow.defaults import DEFAULT_ARGS, Tag
 
 
+def run_gpu_pod(pod: dict) -> None:
+    """The Kubernetes runner's pod runner; imports the Kubernetes provider (0.6 s) only when a pod runs."""
+    from acme_airflow.gpu_pod import run_gpu_pod as run
+
+    run(pod)
+
+
 @dag(
     dag_id="evaluate_checkpoint",
     schedule=[CHECKPOINTS],
@@ -84,31 +91,15 @@ from acme_airflow.defaults import DEFAULT_ARGS, Tag
 def evaluate_checkpoint():
     @task
     def plan() -> dict:
-        from acme.evaluation.evaluation_run import prepare_evaluation, request_from, simulate_evaluation
+        from acme.evaluation.evaluation_run import plan_evaluation
         from acme_airflow.failures import no_retry_for_bad_input
         from acme_airflow.lake import task_lake
 
         context = get_current_context()
-        params = context["params"]
-        events = context.get("triggering_asset_events") or {}
-        announced = events[CHECKPOINTS][-1].extra if events and events.get(CHECKPOINTS) else {}
+        events = (context.get("triggering_asset_events") or {}).get(CHECKPOINTS) or []
         with no_retry_for_bad_input():
-            request = request_from(params, announced, settings.gpus_per_node())
-            if params["dry_run"]:
-                return {
-                    "evaluation": {},
-                    "precursors": [],
-                    "trials": [],
-                    "simulation": simulate_evaluation(request),
-                }
-            manifest = prepare_evaluation(task_lake(), request)
-        evaluation = {k: manifest[k] for k in ("model_id", "run", "model_location", "suite")}
-        return {
-            "evaluation": evaluation,
-            "precursors": manifest["precursors"],
-            "trials": manifest["trials"],
-            "summary": {k: manifest[k] for k in ("plan", "plan_reused", "expected_makespan_s", "warnings")},
-        }
+            announced = events[-1].extra if events else {}
+            return plan_evaluation(context["params"], announced, settings.gpus_per_node(), task_lake)
 
     # XCom keys of a task cannot be mapped over: these hand the parts of the plan to the steps.
     @task
@@ -125,72 +116,21 @@ def evaluate_checkpoint():
 
     @task(map_index_template="node {{ precursor['node'] }}")
     def preload_model(precursor: dict, evaluation: dict) -> dict:
-        from acme.evaluation.precursor import preload_model as copy_to_shared_memory
+        from acme.evaluation.runners import trial_runner
         from acme_airflow.failures import no_retry_for_bad_input
         from acme_airflow.lake import task_lake
 
-        if settings.model_backend() == "openai":  # the trials call a server that holds the model
-            return {
-                "node": precursor["node"],
-                "copied": False,
-                "reason": "openai backend: nothing to preload",
-            }
-        if settings.backend() == "kubernetes":
-            from acme.evaluation.kubernetes_pods import precursor_pod
-            from acme_airflow.gpu_pod import GpuPodOperator
-
-            with no_retry_for_bad_input():
-                pod = precursor_pod(evaluation, precursor["node"], precursor["nodes"])
-            GpuPodOperator(**pod).execute(get_current_context())
-            return {"node": precursor["node"], "pod": pod["name"], "node_name": pod["node_name"]}
-        location = evaluation["model_location"]
-        options = task_lake().storage_options if location.startswith("s3://") else None
         with no_retry_for_bad_input():
-            result = copy_to_shared_memory(location, settings.shm_dir(), evaluation["model_id"], options)
-        return {"node": precursor["node"], **result.to_dict()}
+            return trial_runner(run_gpu_pod).preload(task_lake(), evaluation, precursor)
 
     @task(pool=settings.gpu_pool())
     def infer(trial: dict) -> dict:
-        from acme.evaluation.layout import EvalRun
-        from acme.evaluation.trial_steps import run_inference
+        from acme.evaluation.runners import trial_runner
         from acme_airflow.failures import no_retry_for_bad_input
         from acme_airflow.lake import task_lake
 
-        if settings.backend() == "kubernetes":
-            return infer_in_pod(trial)
         with no_retry_for_bad_input():
-            return run_inference(
-                task_lake(),
-                EvalRun(trial["model_id"], trial["run"]),
-                trial["trial_id"],
-                settings.shm_dir(),
-                settings.data_dir(),
-                settings.gpu_lease_timeout_s(),
-            )
-
-    def infer_in_pod(trial: dict) -> dict:
-        """kubernetes backend: the trial's inference as a GPU pod on its precursor's node."""
-        from acme.evaluation.kubernetes_pods import inference_pod
-        from acme.evaluation.layout import EvalRun
-        from acme_airflow.failures import no_retry_for_bad_input
-        from acme_airflow.gpu_pod import GpuPodOperator
-        from acme_airflow.lake import task_lake
-
-        lake = task_lake()
-        outputs = EvalRun(trial["model_id"], trial["run"]).outputs_key(trial["trial_id"])
-        if lake.exists(outputs):  # done by an earlier run: no pod, no GPU
-            return {"trial_id": trial["trial_id"], "skipped": True, "outputs": lake.url(outputs)}
-        with no_retry_for_bad_input():
-            pod = inference_pod(trial, trial["nodes"], trial["gpus_per_trial"])
-        GpuPodOperator(**pod).execute(get_current_context())
-        if not lake.exists(outputs):
-            raise RuntimeError(f"pod {pod['name']} finished without writing {lake.url(outputs)}")
-        return {
-            "trial_id": trial["trial_id"],
-            "skipped": False,
-            "outputs": lake.url(outputs),
-            "pod": pod["name"],
-        }
+            return trial_runner(run_gpu_pod).infer(task_lake(), trial)
 
     @task(pool=settings.cpu_pool())
     def score(trial: dict, inferred: dict) -> dict:

@@ -68,6 +68,19 @@ def _env_number(name: str, default: float, *, minimum: float, integer: bool = Fa
     return env_number(name, default, low=minimum, integer=integer)
 
 
+DEFAULT_CONN_ID = "acme_llm"
+
+
+def llm_conn_id() -> str:
+    """``ACME_LLM_CONN_ID``: the Airflow connection that holds the endpoint (default ``acme_llm``)."""
+    return _env("ACME_LLM_CONN_ID") or DEFAULT_CONN_ID
+
+
+def llm_model() -> str:
+    """``ACME_LLM_MODEL``: the model name, when neither the connection nor the caller gives one."""
+    return _env("ACME_LLM_MODEL")
+
+
 @dataclass(frozen=True)
 class LLMEndpoint:
     """An OpenAI-compatible chat endpoint and the retry policy used with it."""

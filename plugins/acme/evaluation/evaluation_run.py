@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -142,6 +143,25 @@ def simulate_evaluation(request: EvaluationRequest) -> dict[str, Any]:
     }
 
 
+def plan_evaluation(
+    params: dict[str, Any], announced: dict[str, Any], gpus_per_node: int, lake: Callable[[], Lake]
+) -> dict[str, Any]:
+    """The DAG's plan step: a dry run's simulation, or the published plan split into what the steps map over.
+
+    ``lake`` is called only when the evaluation is really planned (a dry run writes nothing).
+    """
+    request = request_from(params, announced, gpus_per_node)
+    if params.get("dry_run"):
+        return {"evaluation": {}, "precursors": [], "trials": [], "simulation": simulate_evaluation(request)}
+    manifest = prepare_evaluation(lake(), request)
+    return {
+        "evaluation": {k: manifest[k] for k in ("model_id", "run", "model_location", "suite")},
+        "precursors": manifest["precursors"],
+        "trials": manifest["trials"],
+        "summary": {k: manifest[k] for k in ("plan", "plan_reused", "expected_makespan_s", "warnings")},
+    }
+
+
 def _measurements(lake: Lake, run: EvalRun, plan: Plan, metrics: dict[str, dict]) -> list[dict]:
     """Per slice: samples, inference and metric seconds (what the priors learn from), tokens."""
     rows = []
@@ -193,6 +213,12 @@ def fold_into_priors(lake: Lake, run: EvalRun, measurements: list[dict], suite: 
         for trial_id in sorted({m["trial_id"] for m in measurements}):
             first = next(m for m in measurements if m["trial_id"] == trial_id)
             priors.update_shm_load(first["model_bytes"], first["load_s"])
+            # The trial's own set-up and model load, so the next plan's per-trial costs are measured ones.
+            if first.get("setup_s") is not None:
+                skipped += [
+                    f"trial {trial_id}: {why}"
+                    for why in priors.update_trial(first["setup_s"], first["load_s"], first["model_size"])
+                ]
         document = priors.to_dict()
         document["folded_runs"] = [*folded, evaluation]
         lake.write_json(PRIORS_KEY, document)

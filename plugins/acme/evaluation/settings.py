@@ -20,13 +20,20 @@ environment when called, so tests and tasks see the values of their own process.
 | ``ACME_EVAL_MODEL_ENDPOINT`` | (none) | ``openai`` backend: base URL ending in ``/v1`` (vLLM, llama.cpp's server) |
 | ``ACME_EVAL_MODEL_NAME`` | ``default`` | ``openai`` backend: the model name the server serves |
 | ``ACME_EVAL_MODEL_API_KEY`` | (none) | ``openai`` backend: bearer token, if the server wants one |
+| ``ACME_EVAL_MODEL_SCORE_PREFIX`` | (none) | ``openai`` backend: text sent before every scored prompt; for llama.cpp's server the model's BOS token (``<|endoftext|>`` for SmolLM2), without which its echoed log-probabilities are one token off |
 | ``ACME_EVAL_MODEL_CONTEXT`` | ``2048`` | ``llama_cpp``: context window in tokens (prompt + answer) |
 | ``ACME_EVAL_MODEL_THREADS`` | ``1`` | ``llama_cpp``: CPU threads for prompts and generation (more only on dedicated cores: threads spin-wait on a shared CPU) |
 | ``ACME_EVAL_MAX_NEW_TOKENS`` | ``256`` | longest generated answer of a ``match`` or ``code_exec`` sample |
 | ``ACME_EVAL_BATCH_SIZE`` | ``1`` | samples per model call (``transformers`` and servers batch; 1 measures every sample alone) |
 
-The Kubernetes namespace and connection are the GPU pod operator's (``ACME_GPU_POD_NAMESPACE``,
-``ACME_GPU_POD_KUBERNETES_CONN_ID``).
+The organisation's GPU pod defaults (``acme_airflow.gpu_pod``, used by the evaluation's pods and the
+recovery checks) are read here too:
+
+| variable | default | meaning |
+|---|---|---|
+| ``ACME_GPU_POD_IMAGE`` | ``ghcr.io/acme/allgather-check:torch2.13-cu12`` | default image of a GPU pod |
+| ``ACME_GPU_POD_NAMESPACE`` | ``training`` | namespace of GPU pods (GPU quotas are set per namespace) |
+| ``ACME_GPU_POD_KUBERNETES_CONN_ID`` | ``kubernetes_default`` | Airflow connection (type ``kubernetes``) of the cluster |
 """
 
 from __future__ import annotations
@@ -125,6 +132,11 @@ def model_name() -> str:
     return _env("ACME_EVAL_MODEL_NAME", "default")
 
 
+def model_score_prefix() -> str:
+    """``openai`` backend: text before every scored prompt (the BOS token for llama.cpp's server)."""
+    return os.environ.get("ACME_EVAL_MODEL_SCORE_PREFIX", "")
+
+
 def model_api_key() -> str:
     return os.environ.get("ACME_EVAL_MODEL_API_KEY", "")
 
@@ -146,3 +158,21 @@ def model_threads() -> int:
     if value != int(value):
         raise ConfigError(f"ACME_EVAL_MODEL_THREADS={value!r} must be a whole number")
     return int(value)
+
+
+DEFAULT_GPU_POD_IMAGE = "ghcr.io/acme/allgather-check:torch2.13-cu12"
+
+
+def gpu_pod_image() -> str:
+    """Default image of a GPU pod (one place to bump the CUDA/torch image for every GPU task)."""
+    return _env("ACME_GPU_POD_IMAGE", DEFAULT_GPU_POD_IMAGE)
+
+
+def gpu_pod_namespace() -> str:
+    """Namespace of GPU pods: GPU quotas and priority classes are set per namespace."""
+    return _env("ACME_GPU_POD_NAMESPACE", "training")
+
+
+def gpu_pod_kubernetes_conn_id() -> str:
+    """Airflow connection (type ``kubernetes``) that says where the Kubernetes API is."""
+    return _env("ACME_GPU_POD_KUBERNETES_CONN_ID", "kubernetes_default")

@@ -71,6 +71,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from fnmatch import fnmatchcase
 from pathlib import Path
+from typing import Any
 
 from acme.errors import ConfigError
 from acme.evaluation.planner import Plan, PlannerConfig, build_plan
@@ -80,9 +81,9 @@ from acme.evaluation.priors import (
     RuntimePriors,
     TrialOverheads,
     default_overheads,
+    model_load_s,
     parse_model_size,
     remote_fetch_s,
-    shm_load_s,
 )
 from acme.evaluation.suite import EvalDataset, Suite, read_suite
 
@@ -377,7 +378,7 @@ class _Engine:
             h2d = self.model.checkpoint_bytes / (self.hw.h2d_gbytes_s * 1e9)
             self.transfer(record.node, self.model.checkpoint_bytes, lambda: self.after(h2d, loaded))
             return
-        from_shm = lambda: self.after(shm_load_s(self.model, self.hw), loaded)  # noqa: E731
+        from_shm = lambda: self.after(model_load_s(self.model, self.hw, self.overheads), loaded)  # noqa: E731
         if record.node in self.shm_ready:
             from_shm()
         else:
@@ -600,7 +601,7 @@ class LowerBound:
 def lower_bound(cluster: ClusterSpec, suite: Suite, priors: RuntimePriors, factors=None) -> LowerBound:
     """A lower bound on the makespan of any decoupled schedule of the suite (see module doc)."""
     overheads, model, hardware = cluster.overheads, cluster.model, cluster.hardware
-    first = max(overheads.setup_s, remote_fetch_s(model, hardware)) + shm_load_s(model, hardware)
+    first = max(overheads.setup_s, remote_fetch_s(model, hardware)) + model_load_s(model, hardware, overheads)
     works = [_slice_work(d, 0, d.n_samples, model, priors, overheads, factors) for d in suite.datasets]
     gpu_work = sum(w.preprocess_s + w.infer_s for w in works)
     one_sample_metric = [overheads.metric_task_setup_s + w.metric_s / w.n_samples for w in works]
@@ -646,7 +647,7 @@ def compare(
     elif hardware is not None and hardware != priors.hardware:
         priors = replace(priors, hardware=hardware)
     hardware = priors.hardware
-    overheads = overheads or default_overheads(hardware)
+    overheads = overheads or priors.trial_overheads(model)
     cluster = ClusterSpec(nodes, model, hardware, overheads)
     plan = build_plan(suite, nodes, model, priors, overheads, config)
     factors = true_time_factors(suite, prior_error, seed)
@@ -710,8 +711,21 @@ def plan_eval_cli(
             "source": priors_source,
             "measured": sorted(d.name for d in suite.datasets if d.name in priors.learned),
             "not_measured": sorted(d.name for d in suite.datasets if d.name not in priors.learned),
+            **_trial_costs(priors, model_size),
         },
         "warnings": warnings,
+    }
+
+
+def _trial_costs(priors: RuntimePriors, model_size: str) -> dict[str, Any]:
+    """The per-trial set-up and model load the plan used, and whether real trials measured them."""
+    overheads = priors.trial_overheads(model_size)
+    model = parse_model_size(model_size)
+    return {
+        "trial_setup_s": round(overheads.setup_s, 3),
+        "trial_setup": "measured" if "setup_s" in priors.trial else "calibrated to the paper",
+        "model_load_s": round(model_load_s(model, priors.hardware, overheads), 3),
+        "model_load": "measured" if overheads.load_s is not None else "modelled from checkpoint bytes",
     }
 
 
