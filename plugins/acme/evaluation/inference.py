@@ -365,11 +365,12 @@ class OpenAICompletionModel:
     def _echo(self, text: str) -> dict[str, Any]:
         """The prompt's own tokens and their log-probabilities (``echo`` + ``logprobs``, one new token).
 
-        A first echoed token can have no log-probability (nothing precedes it): vLLM and OpenAI give
-        None there. llama-cpp-python's server (0.3.x) instead pairs each echoed token with the
-        distribution *after* it -- one position off -- unless the prompt starts with the BOS token,
-        which it drops from the echo. So with ``score_prefix`` = the model's BOS text its scores are
-        the in-process ones; without it, a numeric first log-probability is refused, not summed.
+        The echo is the prompt's tokens then the one generated token, the first prompt token without a
+        log-probability (nothing precedes it). llama-cpp-python's server (0.3.x) gets this right only when
+        the prompt starts with the BOS token, which it drops from the echo; for a prompt without BOS
+        (SmolLM2's vocabulary adds none) it echoes the prompt alone with every log-probability one token
+        off (" Paris" -5.5 against -2.8). So with ``score_prefix`` = the model's BOS text its sums are the
+        in-process ones (which condition on BOS too); an echo without its generated token is refused.
         """
         answer = self._post(
             {
@@ -386,11 +387,15 @@ class OpenAICompletionModel:
                 f"{self.base_url}: no prompt log-probabilities (echo + logprobs); this server cannot score "
                 "ppl datasets (llama.cpp's server needs --logits_all true)"
             )
-        if not self.score_prefix and logprobs["token_logprobs"][0] is not None:
+        tokens = logprobs["tokens"]
+        if tokens[-1] and "".join(tokens) == self.score_prefix + text:
+            # The echo should end with the one generated token; llama-cpp-python's server, given a prompt
+            # without BOS, echoes the prompt alone with every log-probability one token off (measured in
+            # tests/integration/test_llm_local_server.py).
             raise ConfigError(
-                f"{self.base_url}: the echo gives the prompt's first token a log-probability, so its "
-                "log-probabilities are shifted by one token (llama-cpp-python's server); set "
-                "ACME_EVAL_MODEL_SCORE_PREFIX to the model's BOS token text"
+                f"{self.base_url}: the echo lacks the generated token, so its log-probabilities are shifted by "
+                "one token (llama-cpp-python's server without BOS); set ACME_EVAL_MODEL_SCORE_PREFIX to the "
+                "model's BOS token text"
             )
         return {"logprobs": logprobs, "usage": answer.get("usage") or {}}
 
@@ -405,7 +410,9 @@ class OpenAICompletionModel:
         for context, continuation in requests:
             started = time.perf_counter()
             if context not in context_tokens:
-                context_tokens[context] = self._echo(context)["logprobs"]["tokens"]
+                # Without the one generated token the echo ends with: it may equal the continuation's
+                # first token (" " after "Answer:"), which the common prefix would then swallow.
+                context_tokens[context] = self._echo(context)["logprobs"]["tokens"][:-1]
             whole = self._echo(context + continuation)
             tokens, values = whole["logprobs"]["tokens"], whole["logprobs"]["token_logprobs"]
             common = 0
