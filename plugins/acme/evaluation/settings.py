@@ -20,7 +20,7 @@ environment when called, so tests and tasks see the values of their own process.
 | ``ACME_EVAL_MODEL_ENDPOINT`` | (none) | ``openai`` backend: base URL ending in ``/v1`` (vLLM, llama.cpp's server) |
 | ``ACME_EVAL_MODEL_NAME`` | ``default`` | ``openai`` backend: the model name the server serves |
 | ``ACME_EVAL_MODEL_API_KEY`` | (none) | ``openai`` backend: bearer token, if the server wants one |
-| ``ACME_EVAL_MODEL_SCORE_PREFIX`` | (none) | ``openai`` backend: text sent before every scored prompt; for llama.cpp's server the model's BOS token (``<|endoftext|>`` for SmolLM2), without which its echoed log-probabilities are one token off |
+| ``ACME_EVAL_MODEL_SCORE_PREFIX`` | (none) | ``openai`` backend: text sent before every scored prompt; for llama.cpp's server the model's BOS token (``<|im_start|>`` for SmolLM2), without which its echoed log-probabilities are one token off |
 | ``ACME_EVAL_MODEL_CONTEXT`` | ``2048`` | ``llama_cpp``: context window in tokens (prompt + answer) |
 | ``ACME_EVAL_MODEL_THREADS`` | ``1`` | ``llama_cpp``: CPU threads for prompts and generation (more only on dedicated cores: threads spin-wait on a shared CPU) |
 | ``ACME_EVAL_MAX_NEW_TOKENS`` | ``256`` | longest generated answer of a ``match`` or ``code_exec`` sample |
