@@ -31,8 +31,7 @@ from __future__ import annotations
 
 from airflow.sdk import Param, dag, get_current_context, task, task_group
 
-from acme import config
-from acme.evaluation import settings
+from acme import settings
 from acme_airflow.assets import CHECKPOINTS
 from acme_airflow.defaults import DEFAULT_ARGS, Tag
 
@@ -47,7 +46,7 @@ def run_gpu_pod(pod: dict) -> None:
 @dag(
     dag_id="evaluate_checkpoint",
     schedule=[CHECKPOINTS],
-    start_date=config.start_date(),  # the project's; a manual run's logical date may be any day since
+    start_date=settings.project().start_date,  # the project's; a manual run's logical date may be any day since
     catchup=False,
     max_active_runs=2,
     default_args=DEFAULT_ARGS,
@@ -92,14 +91,14 @@ def evaluate_checkpoint():
     @task
     def plan() -> dict:
         from acme.evaluation.evaluation_run import plan_evaluation
-        from acme_airflow.failures import no_retry_for_bad_input
-        from acme_airflow.lake import task_lake
+        from acme_airflow.tasks import lake_task
 
         context = get_current_context()
         events = (context.get("triggering_asset_events") or {}).get(CHECKPOINTS) or []
-        with no_retry_for_bad_input():
-            announced = events[-1].extra if events else {}
-            return plan_evaluation(context["params"], announced, settings.gpus_per_node(), task_lake)
+        announced = events[-1].extra if events else {}
+        with lake_task() as lake:
+            gpus_per_node = settings.evaluation().gpus_per_node
+            return plan_evaluation(context["params"], announced, gpus_per_node, lambda: lake)
 
     # XCom keys of a task cannot be mapped over: these hand the parts of the plan to the steps.
     @task
@@ -117,36 +116,26 @@ def evaluate_checkpoint():
     @task(map_index_template="node {{ precursor['node'] }}")
     def preload_model(precursor: dict, evaluation: dict) -> dict:
         from acme.evaluation.runners import trial_runner
-        from acme_airflow.failures import no_retry_for_bad_input
-        from acme_airflow.lake import task_lake
+        from acme_airflow.tasks import lake_task
 
-        with no_retry_for_bad_input():
-            return trial_runner(run_gpu_pod).preload(task_lake(), evaluation, precursor)
+        with lake_task() as lake:
+            return trial_runner(run_gpu_pod).preload(lake, evaluation, precursor)
 
-    @task(pool=settings.gpu_pool())
+    @task(pool=settings.evaluation().gpu_pool)
     def infer(trial: dict) -> dict:
         from acme.evaluation.runners import trial_runner
-        from acme_airflow.failures import no_retry_for_bad_input
-        from acme_airflow.lake import task_lake
+        from acme_airflow.tasks import lake_task
 
-        with no_retry_for_bad_input():
-            return trial_runner(run_gpu_pod).infer(task_lake(), trial)
+        with lake_task() as lake:
+            return trial_runner(run_gpu_pod).infer(lake, trial)
 
-    @task(pool=settings.cpu_pool())
+    @task(pool=settings.evaluation().cpu_pool)
     def score(trial: dict, inferred: dict) -> dict:
-        from acme.evaluation.layout import EvalRun
-        from acme.evaluation.trial_steps import run_metric
-        from acme_airflow.failures import no_retry_for_bad_input
-        from acme_airflow.lake import task_lake
+        from acme.evaluation.trial_steps import score_trial
+        from acme_airflow.tasks import lake_task
 
-        with no_retry_for_bad_input():
-            return run_metric(
-                task_lake(),
-                EvalRun(trial["model_id"], trial["run"]),
-                inferred["trial_id"],
-                settings.data_dir(),
-                settings.code_timeout_s(),
-            )
+        with lake_task() as lake:
+            return score_trial(lake, trial, inferred["trial_id"])
 
     @task_group
     def trial(trial: dict):
@@ -154,15 +143,11 @@ def evaluate_checkpoint():
 
     @task
     def collect_results(evaluation: dict) -> dict:
-        from acme.evaluation.evaluation_run import collect_results as collect
-        from acme.evaluation.layout import EvalRun
-        from acme_airflow.failures import no_retry_for_bad_input
-        from acme_airflow.lake import task_lake
+        from acme.evaluation.evaluation_run import collect_evaluation
+        from acme_airflow.tasks import lake_task
 
-        with no_retry_for_bad_input():
-            return collect(
-                task_lake(), EvalRun(evaluation["model_id"], evaluation["run"]), evaluation["suite"]
-            )
+        with lake_task() as lake:
+            return collect_evaluation(lake, evaluation)
 
     planned = plan()
     evaluation = evaluation_of(planned)

@@ -46,15 +46,15 @@ class GpuPodOperator(KubernetesPodOperator):
     ) -> None:
         from kubernetes.client import models as k8s
 
-        from acme.evaluation import settings
+        from acme import settings
 
         if isinstance(gpus, bool) or not isinstance(gpus, int) or gpus < 0:
             raise ValueError(f"gpus={gpus!r} must be a whole number >= 0")
         # Image: one place to bump the CUDA/torch image for every GPU task.
-        kwargs["image"] = image or settings.gpu_pod_image()
+        kwargs["image"] = image or settings.evaluation().gpu_pod_image
         # Namespace: GPU quotas and priority classes are set per namespace by the platform team.
-        kwargs["namespace"] = namespace or settings.gpu_pod_namespace()
-        kwargs.setdefault("kubernetes_conn_id", settings.gpu_pod_kubernetes_conn_id())
+        kwargs["namespace"] = namespace or settings.evaluation().gpu_pod_namespace
+        kwargs.setdefault("kubernetes_conn_id", settings.evaluation().gpu_pod_kubernetes_conn_id)
         # GPUs as requests AND limits: extended resources cannot be overcommitted, so Kubernetes
         # requires them equal; a whole node's GPUs keep other jobs from sharing its NVLink/NICs.
         gpu = {GPU_RESOURCE: str(gpus)} if gpus else {}

@@ -19,11 +19,11 @@ cannot be cited as evidence.
 from __future__ import annotations
 
 import json
-import os
 import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from acme import settings
 from acme.diagnosis.llm_endpoint import AgentUnavailable, LLMEndpoint, chat_completion
 from acme.diagnosis.regex_safety import regex_problem
 from acme.diagnosis.rules import ATTRIBUTIONS, EXTRA_REASONS, TAXONOMY, UNKNOWN, attribution_of
@@ -309,16 +309,15 @@ class FailureAgent:
         endpoint = endpoint if endpoint is not None else LLMEndpoint.from_env()
         if endpoint is None:
             return None
-        bounds = {}
-        for name, key in (
-            ("ACME_LLM_MAX_LOG_LINES", "max_log_lines"),
-            ("ACME_LLM_MAX_LOG_CHARS", "max_log_chars"),
-        ):
-            raw = os.environ.get(name, "").strip()
-            if raw:
-                if not raw.isdigit():
-                    raise ConfigError(f"{name}={raw!r} must be a positive integer")
-                bounds[key] = int(raw)
+        configured = settings.agents()
+        bounds = {
+            key: value
+            for key, value in (
+                ("max_log_lines", configured.max_log_lines),
+                ("max_log_chars", configured.max_log_chars),
+            )
+            if value is not None
+        }
         return cls(endpoint, **bounds)
 
     def build_messages(

@@ -34,10 +34,10 @@ BUNDLED_SUITES = {"real": "real_suite.csv", "tiny": "tiny_suite.csv", "default":
 
 def resolve_suite_path(suite: str) -> Path:
     """``real`` / ``tiny`` / ``default`` (bundled in ``include/eval/``) or a path to a suite CSV."""
-    from acme.config import include_dir
+    from acme import settings
 
     if suite in BUNDLED_SUITES:
-        return include_dir() / "eval" / BUNDLED_SUITES[suite]
+        return settings.project().include_dir / "eval" / BUNDLED_SUITES[suite]
     return Path(suite)
 
 
@@ -324,3 +324,8 @@ def render_report(run: EvalRun, plan: Plan, rows: list[dict], model: str | None 
         )
     lines += ["", f"Metrics: {', '.join(f'{k} → {v}' for k, v in METRIC_NAMES.items())}.", ""]
     return "\n".join(lines)
+
+
+def collect_evaluation(lake: Lake, evaluation: dict[str, Any]) -> dict[str, Any]:
+    """The DAG's collect step for an evaluation dict (``model_id``, ``run``, ``suite``) of the plan step."""
+    return collect_results(lake, EvalRun(evaluation["model_id"], evaluation["run"]), evaluation["suite"])

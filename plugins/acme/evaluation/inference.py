@@ -29,9 +29,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from acme.errors import ConfigError, InputError
-
-BACKENDS = ("llama_cpp", "transformers", "openai")
-DEFAULT_BACKEND = "llama_cpp"
+from acme.settings import EVAL_MODEL_BACKENDS as BACKENDS
 
 
 @dataclass(frozen=True)
@@ -434,30 +432,30 @@ class OpenAICompletionModel:
 # --- choosing a backend ---------------------------------------------------------------------
 def load_eval_model(checkpoint: str | Path | None, backend: str | None = None) -> EvalModel:
     """The configured backend's model for ``checkpoint`` (a file or folder; unused by ``openai``)."""
-    from acme.evaluation import settings
+    from acme import settings
 
-    backend = backend or settings.model_backend()
+    configured = settings.evaluation()
+    backend = backend or configured.model_backend
     if backend == "llama_cpp":
         if checkpoint is None:
             raise ConfigError("the llama_cpp backend needs a GGUF checkpoint")
         return LlamaCppModel(
-            checkpoint, n_ctx=settings.model_context_tokens(), n_threads=settings.model_threads()
+            checkpoint, n_ctx=configured.model_context_tokens, n_threads=configured.model_threads
         )
     if backend == "transformers":
         if checkpoint is None:
             raise ConfigError("the transformers backend needs a checkpoint file or folder")
         return TransformersModel(checkpoint)
     if backend == "openai":
-        endpoint = settings.model_endpoint()
-        if not endpoint:
+        if not configured.model_endpoint:
             raise ConfigError(
                 "ACME_EVAL_MODEL_BACKEND=openai needs ACME_EVAL_MODEL_ENDPOINT (base URL ending in /v1)"
             )
         return OpenAICompletionModel(
-            endpoint,
-            settings.model_name(),
-            settings.model_api_key(),
-            score_prefix=settings.model_score_prefix(),
+            configured.model_endpoint,
+            configured.model_name,
+            configured.model_api_key,
+            score_prefix=configured.model_score_prefix,
         )
     raise ConfigError(f"ACME_EVAL_MODEL_BACKEND={backend!r} must be one of {', '.join(BACKENDS)}")
 

@@ -30,12 +30,16 @@ def main(argv: list[str] | None = None) -> int:
     infer.add_argument("--trial", required=True)
     args = parser.parse_args(argv)
 
-    from acme.evaluation import settings
+    from acme import settings
     from acme.evaluation.runners import LocalTrialRunner
     from acme.lake import open_lake
 
     # Inside the pod the steps are the local runner's (the pod is the node's local worker).
-    runner = LocalTrialRunner(settings.shm_dir(), settings.data_dir(), settings.gpu_lease_timeout_s())
+    runner = LocalTrialRunner(
+        settings.evaluation().shm_dir,
+        settings.evaluation().data_dir,
+        settings.evaluation().gpu_lease_timeout_s,
+    )
     try:
         if args.step == "preload":
             evaluation = {"model_location": args.location, "model_id": args.model_id}

@@ -26,9 +26,9 @@ from acme.evaluation.evaluation_run import wilson_interval
 
 
 def published_path() -> Path:
-    from acme.config import include_dir
+    from acme import settings
 
-    return include_dir() / "eval" / "real" / "published.json"
+    return settings.project().include_dir / "eval" / "real" / "published.json"
 
 
 def compare_with_published(rows: list[dict[str, Any]], published: dict[str, Any]) -> list[dict[str, Any]]:

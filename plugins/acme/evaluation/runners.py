@@ -135,16 +135,19 @@ class KubernetesTrialRunner:
 
 def trial_runner(run_pod: PodRunner | None = None) -> TrialRunner:
     """The configured runner (``ACME_EVAL_BACKEND``); ``run_pod`` is needed only by the Kubernetes one."""
+    from acme import settings
     from acme.errors import ConfigError
-    from acme.evaluation import settings
 
-    model_backend = settings.model_backend()
-    if settings.backend() == "kubernetes":
+    model_backend = settings.evaluation().model_backend
+    if settings.evaluation().backend == "kubernetes":
         if run_pod is None:
             raise ConfigError(
                 "ACME_EVAL_BACKEND=kubernetes needs a pod runner (acme_airflow.gpu_pod.run_gpu_pod)"
             )
         return KubernetesTrialRunner(run_pod, model_backend)
     return LocalTrialRunner(
-        settings.shm_dir(), settings.data_dir(), settings.gpu_lease_timeout_s(), model_backend
+        settings.evaluation().shm_dir,
+        settings.evaluation().data_dir,
+        settings.evaluation().gpu_lease_timeout_s,
+        model_backend,
     )

@@ -345,9 +345,9 @@ def _parse_optional_number(
 
 def default_suite_path() -> Path:
     """The bundled ~60-dataset suite (``include/eval/default_suite.csv``)."""
-    from acme.config import include_dir
+    from acme import settings
 
-    return include_dir() / "eval" / "default_suite.csv"
+    return settings.project().include_dir / "eval" / "default_suite.csv"
 
 
 def load_default_suite() -> Suite:
