@@ -19,6 +19,10 @@ Triggered when a training job announces a checkpoint (the `acme_checkpoints` Ass
 4. `collect_results` — results table (`results.parquet`: dataset, metric, score, samples, times),
    `report.md`, the measured times (`eval/priors/measurements/…`) folded into the priors.
 
+Where `preload_model` and `infer` run is the configured `acme.evaluation.runners.TrialRunner`
+(`ACME_EVAL_BACKEND`: `local` in the task's process, `kubernetes` as GPU pods pinned to the plan's
+nodes); each task body is the lake (`lake_task()`) and one call.
+
 Each trial is retried on its own; a re-run skips trials whose outputs and metrics exist.
 **Warm start**: size the GPU pool at 2 × GPU slots so the next trial of a GPU does its set-up
 while the current one infers (see `include/eval/ASSUMPTIONS.md`).

@@ -92,6 +92,14 @@ def test_a_weak_model_never_overrides_a_rule_nor_widens_an_action(endpoint, monk
     ruled = diagnose_log_lines(OOM_LOG, job, cluster="kalos", agent=agent)
     assert (ruled.source, ruled.reason) == ("rule", "OutOfMemoryError")
 
+    # A weak rule (a bare NCCL watchdog timeout, below the confidence threshold): the real model is asked,
+    # and whatever it answers, the rule's reason stands.
+    watchdog = [
+        "[rank0]: [E ProcessGroupNCCL.cpp:475] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1)"
+    ]
+    weak = diagnose_log_lines(watchdog, job, cluster="kalos", agent=agent)
+    assert (weak.source, weak.reason) == ("rule", "NCCLTimeoutError")
+
     unexplained = diagnose_log_lines(UNEXPLAINED_LOG, job, cluster="kalos", agent=agent)
     assert unexplained.source in ("llm", "none", "rule")
     decided = route(unexplained, job)
