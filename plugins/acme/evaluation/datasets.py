@@ -10,7 +10,8 @@ the references. The fields a sample needs depend on its metric kind:
 | ``code_exec`` | ``task_id``, ``entry_point`` and either ``prompt`` + ``test`` (HumanEval layout: ``test`` defines ``check``) or ``text`` + ``test_list`` (MBPP layout: a task text and its ``assert`` lines) |
 
 Optional: a ``ppl`` sample's ``context`` replaces the ``Question: … Answer:`` frame (HellaSwag
-continues a sentence). A dataset named like an OpenCompass config (``gsm8k_gen_1d7fe4``,
+continues a sentence); its ``subject`` (MMLU) is named before the question, as lighteval's MMLU cloze
+prompt does. A dataset named like an OpenCompass config (``gsm8k_gen_1d7fe4``,
 ``hellaswag_ppl``) reads ``<name>.jsonl`` when it exists, else the file of its base name
 (``gsm8k.jsonl``).
 
@@ -130,8 +131,16 @@ def stop_strings(sample: dict[str, Any], metric_kind: str) -> list[str]:
 
 
 def choice_requests(sample: dict[str, Any]) -> list[tuple[str, str]]:
-    """One ``(context, continuation)`` per answer option of a ``ppl`` sample (cloze scoring)."""
+    """One ``(context, continuation)`` per answer option of a ``ppl`` sample (cloze scoring).
+
+    A sample with a ``subject`` (MMLU) gets lighteval's MMLU cloze frame, the prompt of the published
+    SmolLM2 figures: ``The following are questions about <subject>.`` before the question. Without that
+    line SmolLM2-135M scored 1 of 23 of our MMLU items (below chance); with it 3 of 23 (measured
+    2026-12-01, in-process llama.cpp; the options' log-likelihoods, any normalization).
+    """
     context = sample.get("context") or f"Question: {sample['question']}\nAnswer:"
+    if not sample.get("context") and sample.get("subject"):
+        context = f"The following are questions about {str(sample['subject']).replace('_', ' ')}.\n{context}"
     return [(context, _spaced(str(choice))) for choice in sample["choices"]]
 
 

@@ -102,3 +102,22 @@ def test_transformers_batched_generation_equals_one_prompt_at_a_time():
     assert [g.completion_tokens for g in batched] == [g.completion_tokens for g in alone]
     assert all("\n\n" not in g.text and g.completion_tokens >= 1 for g in batched)
     hf.close()
+
+
+def test_mmlu_items_are_framed_like_lightevals_cloze_prompt():
+    from acme.evaluation.datasets import choice_requests
+
+    sample = {
+        "question": "What is 2 + 2?",
+        "choices": ["3", " 4"],
+        "label": 1,
+        "subject": "high_school_mathematics",
+    }
+    (context, first), (_, second) = choice_requests(sample)
+    assert (
+        context
+        == "The following are questions about high school mathematics.\nQuestion: What is 2 + 2?\nAnswer:"
+    )
+    assert (first, second) == (" 3", " 4")
+    hellaswag = {"question": "q", "context": "A man sits", "choices": [" down"], "label": 0, "subject": "x"}
+    assert choice_requests(hellaswag)[0][0] == "A man sits"  # a sample's own context is kept
