@@ -12,6 +12,7 @@ Read-modify-write of a partition happens under a lock: ``flock`` locally, a cond
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 import io
 import json
@@ -123,7 +124,7 @@ class Lake:
         """Keys of all objects under ``prefix``, sorted."""
         return [item.key for item in self.find(prefix)]
 
-    def find(self, prefix: str) -> list[LakeObject]:
+    def find(self, prefix: str) -> builtins.list[LakeObject]:
         """Every object under ``prefix`` with its size, sorted by key, from one listing of the store."""
         base = self.path(prefix)
         if not self.fs.exists(base):
