@@ -81,7 +81,6 @@ _.gpu_equiv  # dead: set, never read (sources/kubernetes.py)
 
 # diagnosis
 _scoped  # dead (diagnosis/compress.py)
-ATTRIBUTION_BY_CATEGORY  # dead (diagnosis/llm_agent.py)
 diagnose_log  # tests and benchmarks only (diagnosis/rules.py)
 confirm_case  # tests (diagnosis/learning.py)
 waiting_jobs  # tests (diagnosis/nightly.py)
@@ -89,9 +88,8 @@ read_records  # tests (diagnosis/records.py)
 compile_safe  # tests (diagnosis/regex_safety.py)
 
 # evaluation
-_.gpu_held_s  # dead (evaluation/simulator.py)
-_.cpu_bound_s  # dead: set, never read (evaluation/simulator.py)
-_.save  # tests (evaluation/priors.py Priors.save)
+_.cpu_bound_s  # kept: one of the lower bound's three components (evaluation/simulator.py LowerBound), a result record
+_.save  # kept: RuntimePriors.save is the pair of RuntimePriors.load (a Lake round trip), used by tests
 
 # recovery
 world_to_dict  # dead (recovery/recover.py)
@@ -129,7 +127,4 @@ detection_episode  # acme.lake_keys / Lake / lake_task: adopted by the areas in 
 detection_evidence_log  # acme.lake_keys / Lake / lake_task: adopted by the areas in phase 2
 recovery_job  # acme.lake_keys / Lake / lake_task: adopted by the areas in phase 2
 simulated_backend_state  # acme.lake_keys / Lake / lake_task: adopted by the areas in phase 2
-EVAL_PRIORS  # acme.lake_keys / Lake / lake_task: adopted by the areas in phase 2
-eval_run  # acme.lake_keys / Lake / lake_task: adopted by the areas in phase 2
-eval_measurements  # acme.lake_keys / Lake / lake_task: adopted by the areas in phase 2
 lake_task  # acme.lake_keys / Lake / lake_task: adopted by the areas in phase 2

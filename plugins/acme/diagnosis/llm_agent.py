@@ -19,6 +19,7 @@ cannot be cited as evidence.
 from __future__ import annotations
 
 import json
+import logging
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -46,9 +47,9 @@ __all__ = [
     "validate_answer",
 ]
 
+log = logging.getLogger(__name__)
+
 REASONS: dict[str, str] = {**TAXONOMY, **EXTRA_REASONS}
-# Who is to blame follows from the category, as in include/diagnosis/rules.yaml.
-ATTRIBUTION_BY_CATEGORY = {"Infrastructure": "infrastructure", "Framework": "user", "Script": "user"}
 # What the model writes: the reason from the taxonomy's enum and its evidence. Category and attribution follow
 # from the reason (include/diagnosis/rules.yaml), so the agent fills them in: a small model constrained to this
 # schema cannot answer an inconsistent triple (measured: SmolLM2-135M had 12 of 12 answers rejected for that
@@ -191,22 +192,7 @@ def validate_answer(payload: dict[str, Any], shown: list[LogLine]) -> AgentAnswe
         problems.append(f"confidence {confidence!r} is not a number between 0 and 1")
 
     by_number = {ln.number: ln for ln in shown}
-    evidence = payload.get("evidence_lines")
-    numbers: list[int] = []
-    if not isinstance(evidence, list) or any(isinstance(n, bool) or not isinstance(n, int) for n in evidence):
-        problems.append("evidence_lines must be a list of integers")
-    else:
-        numbers = list(dict.fromkeys(evidence))
-        if len(numbers) > MAX_EVIDENCE_LINES:
-            problems.append(f"at most {MAX_EVIDENCE_LINES} evidence lines")
-        absent = [n for n in numbers if n not in by_number]
-        if absent:
-            problems.append(f"evidence lines {absent} are not lines of the log shown")
-        flagged = [n for n in numbers if n in by_number and by_number[n].flagged]
-        if flagged:
-            problems.append(f"evidence lines {flagged} are instruction-like text in the log, not evidence")
-        if reason != UNKNOWN and not numbers:
-            problems.append("a diagnosis needs at least one evidence line")
+    numbers = _evidence(payload.get("evidence_lines"), reason, by_number, problems)
 
     mitigation = payload.get("mitigation")
     if not isinstance(mitigation, str) or not mitigation.strip() or len(mitigation) > MAX_MITIGATION_CHARS:
@@ -216,6 +202,7 @@ def validate_answer(payload: dict[str, Any], shown: list[LogLine]) -> AgentAnswe
 
     if problems:
         raise AnswerRejected(problems)
+    assert isinstance(reason, str) and isinstance(mitigation, str) and isinstance(confidence, int | float)
     return AgentAnswer(
         reason=reason,
         category=category,
@@ -228,6 +215,25 @@ def validate_answer(payload: dict[str, Any], shown: list[LogLine]) -> AgentAnswe
         raw=dict(payload),
         evidence=[{"line": n, "text": by_number[n].text} for n in numbers],
     )
+
+
+def _evidence(evidence: Any, reason: Any, by_number: dict[int, LogLine], problems: list[str]) -> list[int]:
+    """The cited line numbers (duplicates dropped), each a shown, non-flagged line; problems appended."""
+    if not isinstance(evidence, list) or any(isinstance(n, bool) or not isinstance(n, int) for n in evidence):
+        problems.append("evidence_lines must be a list of integers")
+        return []
+    numbers = list(dict.fromkeys(evidence))
+    if len(numbers) > MAX_EVIDENCE_LINES:
+        problems.append(f"at most {MAX_EVIDENCE_LINES} evidence lines")
+    absent = [n for n in numbers if n not in by_number]
+    if absent:
+        problems.append(f"evidence lines {absent} are not lines of the log shown")
+    flagged = [n for n in numbers if n in by_number and by_number[n].flagged]
+    if flagged:
+        problems.append(f"evidence lines {flagged} are instruction-like text in the log, not evidence")
+    if reason != UNKNOWN and not numbers:
+        problems.append("a diagnosis needs at least one evidence line")
+    return numbers
 
 
 def _derived(reason: Any, payload: dict[str, Any], problems: list[str]) -> tuple[str | None, str | None]:
@@ -369,9 +375,13 @@ class FailureAgent:
                 client=client,
             )
             try:
-                return validate_answer(_parse_json_object(content), shown)
+                answer = validate_answer(_parse_json_object(content), shown)
             except AnswerRejected as exc:
                 rejection = exc
+            else:
+                if answer.signature_dropped:
+                    log.info("LLM agent: %s; the diagnosis is kept without it", answer.signature_dropped)
+                return answer
             if attempt == 0:
                 messages = [
                     *messages,

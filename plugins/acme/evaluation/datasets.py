@@ -74,38 +74,44 @@ def read_samples(data_dir: Path, dataset: str, metric_kind: str, start: int, sto
         raise InputError(str(path), f"no data for dataset {dataset!r} (ACME_EVAL_DATA_DIR)") from None
     except UnicodeDecodeError as exc:
         raise InputError(str(path), f"not UTF-8 (byte {exc.start})") from None
-    samples = []
+    samples: list[dict] = []
     for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
         if len(samples) >= stop:
             break
-        try:
-            sample = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise InputError(str(path), f"not JSON ({exc.msg})", line=number) from None
-        if not isinstance(sample, dict):
-            raise InputError(str(path), "sample is not a JSON object", line=number)
-        missing = [f for f in REQUIRED_FIELDS[metric_kind] if f not in sample]
-        if metric_kind == "code_exec" and not any(all(f in sample for f in lay) for lay in CODE_LAYOUTS):
-            missing.append("prompt and test (HumanEval) or text and test_list (MBPP)")
-        if missing:
-            raise InputError(str(path), f"{metric_kind} sample lacks {', '.join(missing)}", line=number)
-        if metric_kind == "ppl" and not (
-            isinstance(sample["choices"], list)
-            and sample["choices"]
-            and isinstance(sample["label"], int)
-            and 0 <= sample["label"] < len(sample["choices"])
-        ):
-            raise InputError(
-                str(path), "choices must be a non-empty list and label an index into it", line=number
-            )
+        sample = _checked_sample(line, metric_kind, path, number)
         samples.append(sample)
     if len(samples) < stop:
         raise InputError(
             str(path), f"has {len(samples)} samples; the plan asks for samples {start}..{stop - 1}"
         )
     return samples[start:stop]
+
+
+def _checked_sample(line: str, metric_kind: str, path: Path, number: int) -> dict[str, Any]:
+    """One line as a sample with its kind's fields, else an InputError naming the file and line."""
+    try:
+        sample = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise InputError(str(path), f"not JSON ({exc.msg})", line=number) from None
+    if not isinstance(sample, dict):
+        raise InputError(str(path), "sample is not a JSON object", line=number)
+    missing = [f for f in REQUIRED_FIELDS[metric_kind] if f not in sample]
+    if metric_kind == "code_exec" and not any(all(f in sample for f in lay) for lay in CODE_LAYOUTS):
+        missing.append("prompt and test (HumanEval) or text and test_list (MBPP)")
+    if missing:
+        raise InputError(str(path), f"{metric_kind} sample lacks {', '.join(missing)}", line=number)
+    if metric_kind == "ppl" and not (
+        isinstance(sample["choices"], list)
+        and sample["choices"]
+        and isinstance(sample["label"], int)
+        and 0 <= sample["label"] < len(sample["choices"])
+    ):
+        raise InputError(
+            str(path), "choices must be a non-empty list and label an index into it", line=number
+        )
+    return sample
 
 
 def generation_prompt(sample: dict[str, Any], metric_kind: str) -> str:

@@ -130,6 +130,9 @@ def simulate_evaluation(request: EvaluationRequest) -> dict[str, Any]:
     result = compare(
         suite, request.nodes, request.model_size, hardware=Hardware(gpus_per_node=request.gpus_per_node)
     )
+    assert (
+        result.ours is not None and result.naive is not None and result.opencompass is not None
+    )  # simulated
     ours, naive, opencompass = result.ours.makespan_s, result.naive.makespan_s, result.opencompass.makespan_s
     return {
         "trials": len(result.plan.trials),
@@ -315,7 +318,7 @@ def render_report(run: EvalRun, plan: Plan, rows: list[dict], model: str | None 
     ]
     for r in rows:
         low, high = r.get("score_low"), r.get("score_high")
-        interval = "—" if low is None else f"{100 * low:.1f}–{100 * high:.1f}"
+        interval = "—" if low is None or high is None else f"{100 * low:.1f}–{100 * high:.1f}"
         lines.append(
             f"| {r['dataset']} | {r['metric']} | {100 * r['score']:.1f} | {interval} | {r['n_samples']} "
             f"| {r['trials']} | {_seconds(r['infer_s'])} | {_seconds(r.get('sample_s_median'))} "

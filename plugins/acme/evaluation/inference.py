@@ -64,8 +64,10 @@ class EvalModel(Protocol):
     """What a trial needs from its model (see module doc)."""
 
     backend: str
-    description: str
     counter: TokenCounter
+
+    @property
+    def description(self) -> str: ...
 
     def generate(self, prompts: Sequence[str], max_tokens: int, stop: Sequence[str]) -> list[Generation]: ...
 

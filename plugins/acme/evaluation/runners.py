@@ -35,7 +35,8 @@ PodRunner = Callable[[dict[str, Any]], Any]
 class TrialRunner(Protocol):
     """Runs the precursor and the inference of trials (see module doc)."""
 
-    name: str
+    @property
+    def name(self) -> str: ...
 
     def preload(
         self, lake: Lake, evaluation: dict[str, Any], precursor: dict[str, Any]

@@ -204,7 +204,8 @@ def run_inference(
         checkpoint = None if remote else loaded_model_file(shm_dir, run.model_id)
         model = load_model(checkpoint)
         load_s = time.perf_counter() - loading
-        lines, slice_times = [], []
+        lines: list[str] = []
+        slice_times: list[dict[str, Any]] = []
         try:
             for piece, samples in work:
                 inferring = time.perf_counter()
