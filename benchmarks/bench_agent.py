@@ -67,11 +67,44 @@ def _agent_reason(agent, case, job: dict) -> tuple[str, str | None, float]:
     return said, why, time.perf_counter() - started
 
 
+def summarize(rows: list[dict], how: str, wall_s: float | None) -> dict:
+    """Accuracy (with Wilson intervals) of each method and the agent's latency over the scored ``rows``."""
+    latencies = sorted(r["agent_s"] for r in rows)
+    return {
+        "corpus": f"tests/fixtures/diagnosis/corpus/lines.yaml: {len(rows)} labelled lines (fixed shuffled order)",
+        "model": f"SmolLM2-135M-Instruct (Q4_1 GGUF) via llama.cpp server, {how}",
+        "machine": f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at the end",
+        "wall_s": wall_s,
+        "rules": _accuracy(rows, "rules"),
+        "rules_plus_retrieval_lexical": _accuracy(rows, "retrieval"),
+        "agent": _accuracy(rows, "agent"),
+        "agent_on_lines_rules_left_unknown": _accuracy([r for r in rows if r["rules"] == "Unknown"], "agent"),
+        "pipeline_with_agent": _accuracy(rows, "pipeline_with_agent"),
+        "agent_unavailable": sum(1 for r in rows if r["agent"] == "unavailable"),
+        "agent_answers": dict(Counter(r["agent"] for r in rows).most_common()),
+        "agent_latency_s": {
+            "median": round(statistics.median(latencies), 2),
+            "p90": round(latencies[int(0.9 * (len(latencies) - 1))], 2),
+            "max": latencies[-1],
+        },
+        "rows": rows,
+    }
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--limit", type=int, default=0, help="N lines of the shuffled order only (0: all)")
     parser.add_argument("--max-answer-tokens", type=int, default=160)
+    parser.add_argument(
+        "--from-rows", action="store_true", help="summarize results/agent_rows.jsonl of a run stopped early"
+    )
     args = parser.parse_args()
+    if args.from_rows:
+        rows = [json.loads(line) for line in PARTIAL.read_text().splitlines() if line]
+        document = summarize(rows, "a run stopped early (its rows so far)", None)
+        RESULTS.write_text(json.dumps(document, indent=1) + "\n")
+        print(json.dumps({k: v for k, v in document.items() if k != "rows"}, indent=1))
+        return 0
     # A TERM unwinds the with-block below, so the model server is stopped too.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     os.environ.setdefault("ACME_DIAGNOSIS_EMBEDDING", "lexical")
@@ -119,26 +152,7 @@ def main() -> int:
             with open(PARTIAL, "a") as partial:  # the rows so far, for a run stopped early
                 partial.write(json.dumps(rows[-1]) + "\n")
         mode = _working_mode.get((endpoint.base_url, endpoint.model))
-    latencies = sorted(r["agent_s"] for r in rows)
-    document = {
-        "corpus": f"tests/fixtures/diagnosis/corpus/lines.yaml, {len(rows)} labelled lines",
-        "model": f"SmolLM2-135M-Instruct (Q4_1 GGUF) via llama.cpp server, structured output {mode}",
-        "machine": f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at the end",
-        "wall_s": round(time.perf_counter() - started_all, 1),
-        "rules": _accuracy(rows, "rules"),
-        "rules_plus_retrieval_lexical": _accuracy(rows, "retrieval"),
-        "agent": _accuracy(rows, "agent"),
-        "agent_on_lines_rules_left_unknown": _accuracy([r for r in rows if r["rules"] == "Unknown"], "agent"),
-        "pipeline_with_agent": _accuracy(rows, "pipeline_with_agent"),
-        "agent_unavailable": sum(1 for r in rows if r["agent"] == "unavailable"),
-        "agent_answers": dict(Counter(r["agent"] for r in rows).most_common()),
-        "agent_latency_s": {
-            "median": round(statistics.median(latencies), 2),
-            "p90": round(latencies[int(0.9 * (len(latencies) - 1))], 2),
-            "max": latencies[-1],
-        },
-        "rows": rows,
-    }
+    document = summarize(rows, f"structured output {mode}", round(time.perf_counter() - started_all, 1))
     RESULTS.write_text(json.dumps(document, indent=1) + "\n")
     print(json.dumps({k: v for k, v in document.items() if k != "rows"}, indent=1))
     return 0
