@@ -5,7 +5,7 @@ check worlds (``CheckPodOperator``) and the evaluation's inference pods use it. 
 inside a task, never at a DAG file's top: the Kubernetes provider costs about 0.6 s to import and
 DAG files must parse in well under a second.
 
-Configuration (read by ``acme.evaluation.settings``, not here): ``ACME_GPU_POD_IMAGE`` (default
+Configuration (read by ``acme.settings.evaluation()``, not here): ``ACME_GPU_POD_IMAGE`` (default
 image), ``ACME_GPU_POD_NAMESPACE`` (default ``training``), ``ACME_GPU_POD_KUBERNETES_CONN_ID`` (default
 ``kubernetes_default``, an Airflow connection of type ``kubernetes``; its ``kube_config_path`` or
 in-cluster setting says where the API is). Arguments passed to the constructor win.
