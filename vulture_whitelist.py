@@ -71,12 +71,10 @@ state_rank  # dead (schema.py)
 _.gpu_equiv  # dead: set, never read (sources/kubernetes.py)
 
 # diagnosis
-ATTRIBUTION_BY_CATEGORY  # dead (diagnosis/llm_agent.py)
 
 # evaluation
-_.gpu_held_s  # dead (evaluation/simulator.py)
-_.cpu_bound_s  # dead: set, never read (evaluation/simulator.py)
-_.save  # tests (evaluation/priors.py Priors.save)
+_.cpu_bound_s  # kept: one of the lower bound's three components (evaluation/simulator.py LowerBound), a result record
+_.save  # kept: RuntimePriors.save is the pair of RuntimePriors.load (a Lake round trip), used by tests
 
 # recovery
 world_to_dict  # dead (recovery/recover.py)
@@ -106,6 +104,3 @@ detection_episode  # acme.lake_keys / Lake / lake_task: adopted by the areas in 
 detection_evidence_log  # acme.lake_keys / Lake / lake_task: adopted by the areas in phase 2
 recovery_job  # acme.lake_keys / Lake / lake_task: adopted by the areas in phase 2
 simulated_backend_state  # acme.lake_keys / Lake / lake_task: adopted by the areas in phase 2
-EVAL_PRIORS  # acme.lake_keys / Lake / lake_task: adopted by the areas in phase 2
-eval_run  # acme.lake_keys / Lake / lake_task: adopted by the areas in phase 2
-eval_measurements  # acme.lake_keys / Lake / lake_task: adopted by the areas in phase 2

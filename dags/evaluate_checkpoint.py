@@ -19,6 +19,10 @@ Triggered when a training job announces a checkpoint (the `acme_checkpoints` Ass
 4. `collect_results` — results table (`results.parquet`: dataset, metric, score, samples, times),
    `report.md`, the measured times (`eval/priors/measurements/…`) folded into the priors.
 
+Where `preload_model` and `infer` run is the configured `acme.evaluation.runners.TrialRunner`
+(`ACME_EVAL_BACKEND`: `local` in the task's process, `kubernetes` as GPU pods pinned to the plan's
+nodes); each task body is the lake (`lake_task()`) and one call.
+
 Each trial is retried on its own; a re-run skips trials whose outputs and metrics exist.
 **Warm start**: size the GPU pool at 2 × GPU slots so the next trial of a GPU does its set-up
 while the current one infers (see `include/eval/ASSUMPTIONS.md`).
@@ -31,16 +35,22 @@ from __future__ import annotations
 
 from airflow.sdk import Param, dag, get_current_context, task, task_group
 
-from acme import config
-from acme.evaluation import settings
+from acme import settings
 from acme_airflow.assets import CHECKPOINTS
 from acme_airflow.defaults import DEFAULT_ARGS, Tag
+
+
+def run_gpu_pod(pod: dict) -> None:
+    """The Kubernetes runner's pod runner; imports the Kubernetes provider (0.6 s) only when a pod runs."""
+    from acme_airflow.gpu_pod import run_gpu_pod as run
+
+    run(pod)
 
 
 @dag(
     dag_id="evaluate_checkpoint",
     schedule=[CHECKPOINTS],
-    start_date=config.start_date(),  # the project's; a manual run's logical date may be any day since
+    start_date=settings.project().start_date,  # the project's; a manual run's logical date may be any day since
     catchup=False,
     max_active_runs=2,
     default_args=DEFAULT_ARGS,
@@ -84,31 +94,15 @@ from acme_airflow.defaults import DEFAULT_ARGS, Tag
 def evaluate_checkpoint():
     @task
     def plan() -> dict:
-        from acme.evaluation.evaluation_run import prepare_evaluation, request_from, simulate_evaluation
-        from acme_airflow.failures import no_retry_for_bad_input
-        from acme_airflow.lake import task_lake
+        from acme.evaluation.evaluation_run import plan_evaluation
+        from acme_airflow.tasks import lake_task
 
         context = get_current_context()
-        params = context["params"]
-        events = context.get("triggering_asset_events") or {}
-        announced = events[CHECKPOINTS][-1].extra if events and events.get(CHECKPOINTS) else {}
-        with no_retry_for_bad_input():
-            request = request_from(params, announced, settings.gpus_per_node())
-            if params["dry_run"]:
-                return {
-                    "evaluation": {},
-                    "precursors": [],
-                    "trials": [],
-                    "simulation": simulate_evaluation(request),
-                }
-            manifest = prepare_evaluation(task_lake(), request)
-        evaluation = {k: manifest[k] for k in ("model_id", "run", "model_location", "suite")}
-        return {
-            "evaluation": evaluation,
-            "precursors": manifest["precursors"],
-            "trials": manifest["trials"],
-            "summary": {k: manifest[k] for k in ("plan", "plan_reused", "expected_makespan_s", "warnings")},
-        }
+        events = (context.get("triggering_asset_events") or {}).get(CHECKPOINTS) or []
+        announced = events[-1].extra if events else {}
+        with lake_task() as lake:
+            gpus_per_node = settings.evaluation().gpus_per_node
+            return plan_evaluation(context["params"], announced, gpus_per_node, lambda: lake)
 
     # XCom keys of a task cannot be mapped over: these hand the parts of the plan to the steps.
     @task
@@ -125,88 +119,27 @@ def evaluate_checkpoint():
 
     @task(map_index_template="node {{ precursor['node'] }}")
     def preload_model(precursor: dict, evaluation: dict) -> dict:
-        from acme.evaluation.precursor import preload_model as copy_to_shared_memory
-        from acme_airflow.failures import no_retry_for_bad_input
-        from acme_airflow.lake import task_lake
+        from acme.evaluation.runners import trial_runner
+        from acme_airflow.tasks import lake_task
 
-        if settings.model_backend() == "openai":  # the trials call a server that holds the model
-            return {
-                "node": precursor["node"],
-                "copied": False,
-                "reason": "openai backend: nothing to preload",
-            }
-        if settings.backend() == "kubernetes":
-            from acme.evaluation.kubernetes_pods import precursor_pod
-            from acme_airflow.gpu_pod import GpuPodOperator
+        with lake_task() as lake:
+            return trial_runner(run_gpu_pod).preload(lake, evaluation, precursor)
 
-            with no_retry_for_bad_input():
-                pod = precursor_pod(evaluation, precursor["node"], precursor["nodes"])
-            GpuPodOperator(**pod).execute(get_current_context())
-            return {"node": precursor["node"], "pod": pod["name"], "node_name": pod["node_name"]}
-        location = evaluation["model_location"]
-        options = task_lake().storage_options if location.startswith("s3://") else None
-        with no_retry_for_bad_input():
-            result = copy_to_shared_memory(location, settings.shm_dir(), evaluation["model_id"], options)
-        return {"node": precursor["node"], **result.to_dict()}
-
-    @task(pool=settings.gpu_pool())
+    @task(pool=settings.evaluation().gpu_pool)
     def infer(trial: dict) -> dict:
-        from acme.evaluation.layout import EvalRun
-        from acme.evaluation.trial_steps import run_inference
-        from acme_airflow.failures import no_retry_for_bad_input
-        from acme_airflow.lake import task_lake
+        from acme.evaluation.runners import trial_runner
+        from acme_airflow.tasks import lake_task
 
-        if settings.backend() == "kubernetes":
-            return infer_in_pod(trial)
-        with no_retry_for_bad_input():
-            return run_inference(
-                task_lake(),
-                EvalRun(trial["model_id"], trial["run"]),
-                trial["trial_id"],
-                settings.shm_dir(),
-                settings.data_dir(),
-                settings.gpu_lease_timeout_s(),
-            )
+        with lake_task() as lake:
+            return trial_runner(run_gpu_pod).infer(lake, trial)
 
-    def infer_in_pod(trial: dict) -> dict:
-        """kubernetes backend: the trial's inference as a GPU pod on its precursor's node."""
-        from acme.evaluation.kubernetes_pods import inference_pod
-        from acme.evaluation.layout import EvalRun
-        from acme_airflow.failures import no_retry_for_bad_input
-        from acme_airflow.gpu_pod import GpuPodOperator
-        from acme_airflow.lake import task_lake
-
-        lake = task_lake()
-        outputs = EvalRun(trial["model_id"], trial["run"]).outputs_key(trial["trial_id"])
-        if lake.exists(outputs):  # done by an earlier run: no pod, no GPU
-            return {"trial_id": trial["trial_id"], "skipped": True, "outputs": lake.url(outputs)}
-        with no_retry_for_bad_input():
-            pod = inference_pod(trial, trial["nodes"], trial["gpus_per_trial"])
-        GpuPodOperator(**pod).execute(get_current_context())
-        if not lake.exists(outputs):
-            raise RuntimeError(f"pod {pod['name']} finished without writing {lake.url(outputs)}")
-        return {
-            "trial_id": trial["trial_id"],
-            "skipped": False,
-            "outputs": lake.url(outputs),
-            "pod": pod["name"],
-        }
-
-    @task(pool=settings.cpu_pool())
+    @task(pool=settings.evaluation().cpu_pool)
     def score(trial: dict, inferred: dict) -> dict:
-        from acme.evaluation.layout import EvalRun
-        from acme.evaluation.trial_steps import run_metric
-        from acme_airflow.failures import no_retry_for_bad_input
-        from acme_airflow.lake import task_lake
+        from acme.evaluation.trial_steps import score_trial
+        from acme_airflow.tasks import lake_task
 
-        with no_retry_for_bad_input():
-            return run_metric(
-                task_lake(),
-                EvalRun(trial["model_id"], trial["run"]),
-                inferred["trial_id"],
-                settings.data_dir(),
-                settings.code_timeout_s(),
-            )
+        with lake_task() as lake:
+            return score_trial(lake, trial, inferred["trial_id"])
 
     @task_group
     def trial(trial: dict):
@@ -214,15 +147,11 @@ def evaluate_checkpoint():
 
     @task
     def collect_results(evaluation: dict) -> dict:
-        from acme.evaluation.evaluation_run import collect_results as collect
-        from acme.evaluation.layout import EvalRun
-        from acme_airflow.failures import no_retry_for_bad_input
-        from acme_airflow.lake import task_lake
+        from acme.evaluation.evaluation_run import collect_evaluation
+        from acme_airflow.tasks import lake_task
 
-        with no_retry_for_bad_input():
-            return collect(
-                task_lake(), EvalRun(evaluation["model_id"], evaluation["run"]), evaluation["suite"]
-            )
+        with lake_task() as lake:
+            return collect_evaluation(lake, evaluation)
 
     planned = plan()
     evaluation = evaluation_of(planned)

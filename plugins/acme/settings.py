@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -316,9 +316,175 @@ def diagnosis() -> DiagnosisSettings:
 # --------------------------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class AgentsSettings:
+    """The LLM endpoint (when no Airflow connection gives it) and the failure agent's prompt bounds."""
+
+    conn_id: str
+    """Airflow connection that holds the endpoint (``ACME_LLM_CONN_ID``, default ``acme_llm``)."""
+    base_url: str
+    """OpenAI-compatible base URL (``ACME_LLM_BASE_URL``); empty: no LLM, diagnosis runs offline."""
+    model: str
+    """Model name (``ACME_LLM_MODEL``), when neither the connection nor the caller gives one."""
+    timeout_s: float
+    """Seconds per request (``ACME_LLM_TIMEOUT_S``, default 60)."""
+    max_retries: int
+    """Retries of a timeout, connection error, 408, 429 or 5xx (``ACME_LLM_MAX_RETRIES``, default 3)."""
+    backoff_s: float
+    """Base of the exponential backoff between retries (``ACME_LLM_BACKOFF_S``, default 1)."""
+    max_retry_after_s: float
+    """Longest Retry-After honoured before giving up at once (``ACME_LLM_MAX_RETRY_AFTER_S``, default 120)."""
+    structured_output: str
+    """``auto`` (probe), ``json_schema``, ``json_object_schema``, ``json_object`` or ``plain``
+    (``ACME_LLM_STRUCTURED_OUTPUT``)."""
+    max_log_lines: int | None
+    """Failure agent: log lines shown at most (``ACME_LLM_MAX_LOG_LINES``; unset: the agent's 200)."""
+    max_log_chars: int | None
+    """Failure agent: log characters shown at most (``ACME_LLM_MAX_LOG_CHARS``; unset: the agent's 20000)."""
+    api_key: str = field(default="", repr=False)
+    """Bearer token (``ACME_LLM_API_KEY``); prefer the Airflow connection's password. Never shown."""
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> AgentsSettings:
+        read = Env(environ)
+        bounds = {}
+        for name, key in (
+            ("ACME_LLM_MAX_LOG_LINES", "max_log_lines"),
+            ("ACME_LLM_MAX_LOG_CHARS", "max_log_chars"),
+        ):
+            raw = read.text(name)
+            if raw and not raw.isdigit():
+                raise ConfigError(f"{name}={raw!r} must be a positive integer")
+            bounds[key] = int(raw) if raw else None
+        return cls(
+            conn_id=read.text("ACME_LLM_CONN_ID", "acme_llm"),
+            base_url=read.text("ACME_LLM_BASE_URL"),
+            model=read.text("ACME_LLM_MODEL"),
+            timeout_s=read.number("ACME_LLM_TIMEOUT_S", 60.0, low=0.001),
+            max_retries=read.integer("ACME_LLM_MAX_RETRIES", 3, low=0),
+            backoff_s=read.number("ACME_LLM_BACKOFF_S", 1.0, low=0.0),
+            max_retry_after_s=read.number("ACME_LLM_MAX_RETRY_AFTER_S", 120.0, low=0.0),
+            structured_output=read.text("ACME_LLM_STRUCTURED_OUTPUT", "auto").lower(),
+            api_key=read.text("ACME_LLM_API_KEY"),
+            **bounds,
+        )
+
+
+def agents() -> AgentsSettings:
+    return AgentsSettings.from_env()
+
+
 # --------------------------------------------------------------------------------------------------
 # Evaluation: checkpoints → trials → scores (section of the evaluation area)
 # --------------------------------------------------------------------------------------------------
+
+EVAL_BACKENDS = ("local", "kubernetes")
+EVAL_MODEL_BACKENDS = ("llama_cpp", "transformers", "openai")
+DEFAULT_GPU_POD_IMAGE = "ghcr.io/acme/allgather-check:torch2.13-cu12"
+
+
+@dataclass(frozen=True)
+class EvaluationSettings:
+    """The evaluation's steps (moved from acme/evaluation/settings.py) and the organisation's GPU pod defaults."""
+
+    backend: str
+    """Where trial steps run (``ACME_EVAL_BACKEND``): ``local`` (worker processes, CPU) or ``kubernetes`` (GPU pods)."""
+    shm_dir: Path
+    """Node shared-memory folder the precursor fills and trials load from (``ACME_EVAL_SHM_DIR``, default
+    ``/dev/shm/acme-models``)."""
+    data_dir: Path
+    """Folder of the evaluation datasets (``ACME_EVAL_DATA_DIR``, default ``include/eval``): ``<dataset>.jsonl``
+    there or in one of its sub-folders (``real/``, ``tiny/``)."""
+    gpus_per_node: int
+    """GPUs of one evaluation node (``ACME_EVAL_GPUS_PER_NODE``, default 8)."""
+    code_timeout_s: float
+    """Wall-clock limit of one generated program's unit test (``ACME_EVAL_CODE_TIMEOUT_S``, default 10)."""
+    gpu_lease_timeout_s: float
+    """How long an inference step waits for a free GPU of its node (``ACME_EVAL_GPU_LEASE_TIMEOUT_S``, 21600)."""
+    gpu_pool: str
+    """Airflow pool of inference tasks (``ACME_EVAL_GPU_POOL``; size: 2 × GPU slots, see warm start)."""
+    cpu_pool: str
+    """Airflow pool of metric tasks (``ACME_EVAL_CPU_POOL``; size: CPU cores given to metrics)."""
+    node_names: tuple[str, ...]
+    """kubernetes: node names for plan nodes 0, 1, … (``ACME_EVAL_NODE_NAMES``, comma-separated)."""
+    image: str | None
+    """kubernetes: image with this project installed (``ACME_EVAL_IMAGE``; default: the GPU pod default)."""
+    pod_poll_s: float
+    """kubernetes: how often the operator polls a pod (``ACME_EVAL_POD_POLL_S``, default 5)."""
+    model_backend: str
+    """Inference runtime of a trial (``ACME_EVAL_MODEL_BACKEND``): ``llama_cpp`` (GGUF in-process, default),
+    ``transformers`` (HF checkpoint or GGUF), ``openai`` (an OpenAI-compatible completion server)."""
+    model_endpoint: str
+    """``openai`` backend: base URL ending in ``/v1`` (``ACME_EVAL_MODEL_ENDPOINT``; vLLM, llama.cpp's server)."""
+    model_name: str
+    """``openai`` backend: the model name the server serves (``ACME_EVAL_MODEL_NAME``, default ``default``)."""
+    model_score_prefix: str
+    """``openai`` backend: text sent before every scored prompt (``ACME_EVAL_MODEL_SCORE_PREFIX``); for
+    llama.cpp's server the model's BOS token (``<|im_start|>`` for SmolLM2), without which its echoed
+    log-probabilities are one token off."""
+    model_context_tokens: int
+    """``llama_cpp``: context window in tokens, prompt + answer (``ACME_EVAL_MODEL_CONTEXT``, default 2048)."""
+    model_threads: int
+    """``llama_cpp``: CPU threads for prompts and generation (``ACME_EVAL_MODEL_THREADS``, default 1; more
+    only on dedicated cores: threads spin-wait on a shared CPU)."""
+    max_new_tokens: int
+    """Longest generated answer of a ``match`` or ``code_exec`` sample (``ACME_EVAL_MAX_NEW_TOKENS``, 256)."""
+    batch_size: int
+    """Samples per model call (``ACME_EVAL_BATCH_SIZE``, default 1: ``transformers`` and servers batch; 1
+    measures every sample alone)."""
+    gpu_pod_image: str
+    """Default image of a GPU pod (``ACME_GPU_POD_IMAGE``): one place to bump the CUDA/torch image."""
+    gpu_pod_namespace: str
+    """Namespace of GPU pods (``ACME_GPU_POD_NAMESPACE``, default ``training``): GPU quotas are per namespace."""
+    gpu_pod_kubernetes_conn_id: str
+    """Airflow connection of type ``kubernetes`` that says where the API is (``ACME_GPU_POD_KUBERNETES_CONN_ID``,
+    default ``kubernetes_default``)."""
+    model_api_key: str = field(default="", repr=False)
+    """``openai`` backend: bearer token, if the server wants one (``ACME_EVAL_MODEL_API_KEY``); never shown."""
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> EvaluationSettings:
+        read = Env(environ)
+        return cls(
+            backend=read.choice("ACME_EVAL_BACKEND", "local", EVAL_BACKENDS),
+            shm_dir=read.path("ACME_EVAL_SHM_DIR", "/dev/shm/acme-models"),
+            data_dir=read.path("ACME_EVAL_DATA_DIR", _include_dir(read) / "eval"),
+            gpus_per_node=int(read.number("ACME_EVAL_GPUS_PER_NODE", 8, above=0, integer=True)),
+            code_timeout_s=read.number("ACME_EVAL_CODE_TIMEOUT_S", 10, above=0),
+            gpu_lease_timeout_s=read.number("ACME_EVAL_GPU_LEASE_TIMEOUT_S", 21600, above=0),
+            gpu_pool=read.text("ACME_EVAL_GPU_POOL", "acme_eval_gpu"),
+            cpu_pool=read.text("ACME_EVAL_CPU_POOL", "acme_eval_cpu"),
+            node_names=tuple(n.strip() for n in read.text("ACME_EVAL_NODE_NAMES").split(",") if n.strip()),
+            image=read.text("ACME_EVAL_IMAGE") or None,
+            pod_poll_s=read.number("ACME_EVAL_POD_POLL_S", 5, above=0),
+            model_backend=read.choice(
+                "ACME_EVAL_MODEL_BACKEND", "llama_cpp", (*EVAL_MODEL_BACKENDS, "llama-cpp")
+            ).replace("-", "_"),
+            model_endpoint=read.text("ACME_EVAL_MODEL_ENDPOINT"),
+            model_name=read.text("ACME_EVAL_MODEL_NAME", "default"),
+            model_score_prefix=read.environ.get("ACME_EVAL_MODEL_SCORE_PREFIX", ""),  # spaces may matter
+            model_context_tokens=int(read.number("ACME_EVAL_MODEL_CONTEXT", 2048, above=0)),
+            model_threads=int(read.number("ACME_EVAL_MODEL_THREADS", 1, above=0, integer=True)),
+            max_new_tokens=int(read.number("ACME_EVAL_MAX_NEW_TOKENS", 256, above=0)),
+            batch_size=int(read.number("ACME_EVAL_BATCH_SIZE", 1, above=0)),
+            gpu_pod_image=read.text("ACME_GPU_POD_IMAGE", DEFAULT_GPU_POD_IMAGE),
+            gpu_pod_namespace=read.text("ACME_GPU_POD_NAMESPACE", "training"),
+            gpu_pod_kubernetes_conn_id=read.text("ACME_GPU_POD_KUBERNETES_CONN_ID", "kubernetes_default"),
+            model_api_key=read.environ.get("ACME_EVAL_MODEL_API_KEY", ""),
+        )
+
+    def node_names_for(self, nodes: int) -> list[str]:
+        """Kubernetes node names of plan nodes ``0..nodes-1``; a ConfigError when fewer are configured."""
+        if len(self.node_names) < nodes:
+            raise ConfigError(
+                f"ACME_EVAL_NODE_NAMES lists {len(self.node_names)} node(s) but the plan uses {nodes}: "
+                "name one Kubernetes node per plan node"
+            )
+        return list(self.node_names[:nodes])
+
+
+def evaluation() -> EvaluationSettings:
+    return EvaluationSettings.from_env()
 
 
 # --------------------------------------------------------------------------------------------------

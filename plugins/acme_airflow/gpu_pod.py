@@ -5,15 +5,17 @@ check worlds (``CheckPodOperator``) and the evaluation's inference pods use it. 
 inside a task, never at a DAG file's top: the Kubernetes provider costs about 0.6 s to import and
 DAG files must parse in well under a second.
 
-Configuration: ``ACME_GPU_POD_IMAGE`` (default image), ``ACME_GPU_POD_NAMESPACE`` (default
-``training``), ``ACME_GPU_POD_KUBERNETES_CONN_ID`` (default ``kubernetes_default``, an Airflow
-connection of type ``kubernetes``; its ``kube_config_path`` or in-cluster setting says where the
-API is). Arguments passed to the constructor win.
+Configuration (read by ``acme.settings.evaluation()``, not here): ``ACME_GPU_POD_IMAGE`` (default
+image), ``ACME_GPU_POD_NAMESPACE`` (default ``training``), ``ACME_GPU_POD_KUBERNETES_CONN_ID`` (default
+``kubernetes_default``, an Airflow connection of type ``kubernetes``; its ``kube_config_path`` or
+in-cluster setting says where the API is). Arguments passed to the constructor win.
+
+``run_gpu_pod(pod)`` runs one pod inside the current task: the pod runner the evaluation's
+``KubernetesTrialRunner`` is given (``acme.evaluation.runners``).
 """
 
 from __future__ import annotations
 
-import os
 import re
 from typing import Any
 
@@ -44,17 +46,15 @@ class GpuPodOperator(KubernetesPodOperator):
     ) -> None:
         from kubernetes.client import models as k8s
 
+        from acme import settings
+
         if isinstance(gpus, bool) or not isinstance(gpus, int) or gpus < 0:
             raise ValueError(f"gpus={gpus!r} must be a whole number >= 0")
         # Image: one place to bump the CUDA/torch image for every GPU task.
-        kwargs["image"] = (
-            image or os.environ.get("ACME_GPU_POD_IMAGE") or "ghcr.io/acme/allgather-check:torch2.13-cu12"
-        )
+        kwargs["image"] = image or settings.evaluation().gpu_pod_image
         # Namespace: GPU quotas and priority classes are set per namespace by the platform team.
-        kwargs["namespace"] = namespace or os.environ.get("ACME_GPU_POD_NAMESPACE") or "training"
-        kwargs.setdefault(
-            "kubernetes_conn_id", os.environ.get("ACME_GPU_POD_KUBERNETES_CONN_ID") or "kubernetes_default"
-        )
+        kwargs["namespace"] = namespace or settings.evaluation().gpu_pod_namespace
+        kwargs.setdefault("kubernetes_conn_id", settings.evaluation().gpu_pod_kubernetes_conn_id)
         # GPUs as requests AND limits: extended resources cannot be overcommitted, so Kubernetes
         # requires them equal; a whole node's GPUs keep other jobs from sharing its NVLink/NICs.
         gpu = {GPU_RESOURCE: str(gpus)} if gpus else {}
@@ -104,6 +104,13 @@ class GpuPodOperator(KubernetesPodOperator):
         kwargs["labels"] = {**labels, **(kwargs.get("labels") or {})}
         super().__init__(**kwargs)
         self.node_name = node_name
+
+
+def run_gpu_pod(pod: dict[str, Any]) -> None:
+    """Run one pod (``GpuPodOperator`` keyword arguments) inside the current task, until it finishes."""
+    from airflow.sdk import get_current_context
+
+    GpuPodOperator(**pod).execute(get_current_context())
 
 
 class CheckPodOperator(GpuPodOperator):

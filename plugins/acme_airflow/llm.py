@@ -15,7 +15,6 @@ either the result is None: diagnosis runs offline. The key is never logged.
 from __future__ import annotations
 
 import logging
-import os
 from typing import TYPE_CHECKING, Any
 
 from acme.errors import ConfigError
@@ -26,11 +25,11 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-DEFAULT_CONN_ID = "acme_llm"
-
 
 def llm_conn_id() -> str:
-    return os.environ.get("ACME_LLM_CONN_ID", "").strip() or DEFAULT_CONN_ID
+    from acme.diagnosis.llm_endpoint import llm_conn_id as configured
+
+    return configured()
 
 
 def _base_url(conn: Any, extra: dict[str, Any]) -> str:
@@ -47,10 +46,10 @@ def _base_url(conn: Any, extra: dict[str, Any]) -> str:
 
 def endpoint_from_connection(conn: Any) -> LLMEndpoint:
     """Build the endpoint from an Airflow ``Connection`` (see the module docstring for the fields)."""
-    from acme.diagnosis.llm_endpoint import LLMEndpoint
+    from acme.diagnosis.llm_endpoint import LLMEndpoint, llm_model
 
     extra = conn.extra_dejson or {}
-    model = extra.get("model") or os.environ.get("ACME_LLM_MODEL", "").strip()
+    model = extra.get("model") or llm_model()
     if not model:
         raise ConfigError(
             f"LLM connection {conn.conn_id!r} has no extra 'model' (and ACME_LLM_MODEL is unset)"

@@ -169,6 +169,27 @@ def test_real_model_outputs_scores_and_priors_come_from_the_model_and_a_rerun_sk
         t["dataset"]: t["infer_s"] for timing in timings for t in timing["slices"]
     }  # what the priors learned from is what the trials measured
     assert all(seconds > 0 for seconds in infer_s.values())
+    # ...and the per-trial costs: the trials' measured set-up and model load (EMA in trial order), which
+    # plan-eval --priors then plans with instead of the paper's 19 s set-up and a load modelled from bytes.
+    setup = load = None
+    for timing in sorted(timings, key=lambda t: t["trial_id"]):
+        setup = timing["setup_s"] if setup is None else 0.5 * setup + 0.5 * timing["setup_s"]
+        load = timing["load_s"] if load is None else 0.5 * load + 0.5 * timing["load_s"]
+    assert priors["trial"]["setup_s"] == pytest.approx(setup) and priors["trial"][
+        "load_s/7B"
+    ] == pytest.approx(load)
+    assert priors["trial"]["setup_observations"] == len(timings)
+    from acme.evaluation.simulator import plan_eval_cli
+
+    planned = plan_eval_cli(
+        eval_env["suite"],
+        1,
+        simulate=False,
+        priors_source=str(eval_env["lake"] / "eval" / "priors" / "priors.json"),
+    )["priors"]
+    assert (planned["trial_setup"], planned["model_load"]) == ("measured", "measured")
+    assert planned["trial_setup_s"] == pytest.approx(setup, abs=1e-3)
+    assert planned["model_load_s"] == pytest.approx(load, abs=1e-3)
 
     outputs = {p.name: p.stat().st_mtime_ns for p in (prefix / "outputs").iterdir()}
     metrics = {p.name: p.stat().st_mtime_ns for p in (prefix / "metrics").iterdir()}

@@ -128,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
     """``python -m tests.fakes.lookup_model OUT.pt``: a checkpoint for the bundled tiny suite."""
     import argparse
 
-    from acme.evaluation import settings
+    from acme import settings
     from acme.evaluation.evaluation_run import resolve_suite_path
     from acme.evaluation.suite import read_suite
 
@@ -137,7 +137,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     suite = read_suite(resolve_suite_path("tiny"))
     path = build_tiny_checkpoint(
-        args.output, settings.data_dir() / "tiny", {d.name: d.metric_kind for d in suite.datasets}
+        args.output, settings.evaluation().data_dir / "tiny", {d.name: d.metric_kind for d in suite.datasets}
     )
     print(json.dumps({"checkpoint": str(path), "bytes": path.stat().st_size}))
     return 0

@@ -10,6 +10,8 @@ Marked ``slow_model``: about a minute on a loaded 2-core machine.
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from acme.diagnosis.compress import compress_log
@@ -90,6 +92,14 @@ def test_a_weak_model_never_overrides_a_rule_nor_widens_an_action(endpoint, monk
     ruled = diagnose_log_lines(OOM_LOG, job, cluster="kalos", agent=agent)
     assert (ruled.source, ruled.reason) == ("rule", "OutOfMemoryError")
 
+    # A weak rule (a bare NCCL watchdog timeout, below the confidence threshold): the real model is asked,
+    # and whatever it answers, the rule's reason stands.
+    watchdog = [
+        "[rank0]: [E ProcessGroupNCCL.cpp:475] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1)"
+    ]
+    weak = diagnose_log_lines(watchdog, job, cluster="kalos", agent=agent)
+    assert (weak.source, weak.reason) == ("rule", "NCCLTimeoutError")
+
     unexplained = diagnose_log_lines(UNEXPLAINED_LOG, job, cluster="kalos", agent=agent)
     assert unexplained.source in ("llm", "none", "rule")
     decided = route(unexplained, job)
@@ -97,22 +107,39 @@ def test_a_weak_model_never_overrides_a_rule_nor_widens_an_action(endpoint, monk
         assert decided.recovery_conf["dry_run"] is True  # the model alone never cordons or restarts
 
 
-def test_the_evaluation_server_backend_generates_and_scores_through_the_server(server):
-    """The ``openai`` evaluation backend against llama.cpp's server: generation matches the in-process
-    model's greedy answer; prompt log-probabilities come back (echo + logprobs) and are summed over the
-    continuation's tokens. Known difference, measured here: llama-cpp-python 0.3.36's server echoes other
-    log-probabilities than the in-process model computes for the same text (" Paris": about -5.5 against
-    -4.1; its echo has no BOS token), so ``ppl`` scores through this server are not those of in-process
-    llama.cpp; docs/operations.md says to score ``ppl`` sets in-process or on vLLM."""
-    import math
+# Allowed difference between the server's and the in-process log-probability sums of one continuation
+# (same GGUF, same BOS-prefixed tokens, one thread each). Measured: at most 0.011 (the server re-uses the
+# cached KV of the previous prompt's prefix, so it evaluates the rest in other batches).
+SERVER_LOGPROB_TOLERANCE = 0.05
 
+
+def test_the_evaluation_server_backend_scores_and_generates_like_the_in_process_model(server):
+    """The ``openai`` evaluation backend against llama.cpp's server agrees with in-process llama.cpp.
+
+    llama-cpp-python's server echoes a prompt without BOS with its log-probabilities one token off (and
+    without the generated token); a prompt that starts with BOS it echoes aligned, BOS dropped. Sent with the
+    model's BOS text (``score_prefix``), its sums are the in-process ones (which condition on BOS too);
+    without it the shifted echo is refused rather than summed. The context's echo ends with a generated
+    token that can equal the continuation's first (" " before a digit): it is not part of the context."""
+    from acme.errors import ConfigError
     from acme.evaluation.inference import LlamaCppModel, OpenAICompletionModel, bundled_gguf
 
-    remote = OpenAICompletionModel(server.base_url, server.model)
+    remote = OpenAICompletionModel(server.base_url, server.model, score_prefix=server.bos_text)
     local = LlamaCppModel(bundled_gguf(), n_ctx=2048)
-    paris, berlin = remote.loglikelihood([(CAPITAL, " Paris"), (CAPITAL, " Berlin")])
-    assert math.isfinite(paris) and math.isfinite(berlin) and paris < 0 and berlin < 0
-    assert remote.counter.prompt_tokens >= 2 * 12  # the whole prompts were read back
+    requests = [
+        (CAPITAL, " Paris"),
+        (CAPITAL, " Berlin"),
+        ("Question: What is 2 + 3?\nAnswer:", " 5"),
+        ("The cat sat on the", " mat and purred loudly."),
+    ]
+    theirs, ours = remote.loglikelihood(requests), local.loglikelihood(requests)
+    assert all(math.isfinite(v) and v < 0 for v in theirs)
+    assert theirs == pytest.approx(ours, abs=SERVER_LOGPROB_TOLERANCE), (theirs, ours)
+    assert theirs[0] > theirs[1]  # the ranking that ppl scoring uses is the same
+    assert remote.counter.prompt_tokens >= 4 * 8  # the whole prompts were read back
+    with pytest.raises(ConfigError, match="shifted by one token"):
+        OpenAICompletionModel(server.base_url, server.model).loglikelihood(requests[:1])
+
     prompt = "Question: What is 2 + 3?\nAnswer:"
     (generated,) = remote.generate([prompt], 8, ["\n"])
     (expected,) = local.generate([prompt], 8, ["\n"])

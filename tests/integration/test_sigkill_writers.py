@@ -378,38 +378,44 @@ def evaluation_scenario() -> Scenario:
         return {k: manifest[k] for k in ("model_id", "run", "model_location", "suite", "trials")}
 
     def preload(lake, xcom):
-        from acme.evaluation import settings
+        from acme import settings
         from acme.evaluation.precursor import preload_model
 
         planned = xcom["plan"]
-        return preload_model(planned["model_location"], settings.shm_dir(), planned["model_id"]).path
+        return preload_model(
+            planned["model_location"], settings.evaluation().shm_dir, planned["model_id"]
+        ).path
 
     def infer(index: int):
         def call(lake, xcom):
-            from acme.evaluation import settings
+            from acme import settings
             from acme.evaluation.layout import EvalRun
             from acme.evaluation.trial_steps import run_inference
             from tests.fakes.lookup_model import TinyLookupModel
 
             trial = xcom["plan"]["trials"][index]
             return run_inference(
-                lake, EvalRun(trial["model_id"], trial["run"]), trial["trial_id"], settings.shm_dir(),
-                settings.data_dir(), 60, load_model=TinyLookupModel.load,
+                lake, EvalRun(trial["model_id"], trial["run"]), trial["trial_id"], settings.evaluation().shm_dir,
+                settings.evaluation().data_dir, 60, load_model=TinyLookupModel.load,
             )["trial_id"]  # fmt: skip
 
         return call
 
     def score(index: int):
         def call(lake, xcom):
-            from acme.evaluation import settings
+            from acme import settings
             from acme.evaluation.layout import EvalRun
             from acme.evaluation.trial_steps import run_metric
 
             trial = xcom["plan"]["trials"][index]
             run = EvalRun(trial["model_id"], trial["run"])
-            return run_metric(lake, run, trial["trial_id"], settings.data_dir(), settings.code_timeout_s())[
-                "trial_id"
-            ]
+            return run_metric(
+                lake,
+                run,
+                trial["trial_id"],
+                settings.evaluation().data_dir,
+                settings.evaluation().code_timeout_s,
+            )["trial_id"]
 
         return call
 

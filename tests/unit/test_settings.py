@@ -16,14 +16,8 @@ ROOT = Path(__file__).resolve().parents[2]
 # Files that still read ACME_* variables themselves; issue 18 moves each into acme/settings.py.
 # One line per file: remove a file's line when its reads have moved.
 NOT_YET_MOVED = {
-    "plugins/acme/diagnosis/llm_agent.py",
-    "plugins/acme/diagnosis/llm_endpoint.py",
-    "plugins/acme/evaluation/kubernetes_pods.py",
-    "plugins/acme/evaluation/settings.py",
     "plugins/acme/recovery/settings.py",
     "plugins/acme/sources/base.py",
-    "plugins/acme_airflow/gpu_pod.py",
-    "plugins/acme_airflow/llm.py",
 }
 
 # A read: os.environ / os.getenv / an env helper with an ACME_ name on the same line, or os.environ read by

@@ -39,7 +39,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from acme.config import env, env_number
+from acme import settings
 from acme.errors import AcmeError, ConfigError
 from acme.secrets import redact
 
@@ -60,12 +60,17 @@ class AgentUnavailable(AcmeError):
         super().__init__(why)
 
 
-def _env(name: str) -> str:
-    return env(name)
+DEFAULT_CONN_ID = "acme_llm"
 
 
-def _env_number(name: str, default: float, *, minimum: float, integer: bool = False) -> float:
-    return env_number(name, default, low=minimum, integer=integer)
+def llm_conn_id() -> str:
+    """``ACME_LLM_CONN_ID``: the Airflow connection that holds the endpoint (default ``acme_llm``)."""
+    return settings.agents().conn_id or DEFAULT_CONN_ID
+
+
+def llm_model() -> str:
+    """``ACME_LLM_MODEL``: the model name, when neither the connection nor the caller gives one."""
+    return settings.agents().model
 
 
 @dataclass(frozen=True)
@@ -107,21 +112,20 @@ class LLMEndpoint:
         ``ACME_LLM_API_KEY``, ``ACME_LLM_TIMEOUT_S`` (60), ``ACME_LLM_MAX_RETRIES`` (3),
         ``ACME_LLM_BACKOFF_S`` (1), ``ACME_LLM_MAX_RETRY_AFTER_S`` (120), ``ACME_LLM_STRUCTURED_OUTPUT``
         (``auto``)."""
-        base_url = _env("ACME_LLM_BASE_URL")
-        if not base_url:
+        configured = settings.agents()
+        if not configured.base_url:
             return None
-        model = _env("ACME_LLM_MODEL")
-        if not model:
+        if not configured.model:
             raise ConfigError("ACME_LLM_MODEL must name the model when ACME_LLM_BASE_URL is set")
         return cls(
-            base_url=base_url,
-            model=model,
-            api_key=_env("ACME_LLM_API_KEY"),
-            timeout_s=_env_number("ACME_LLM_TIMEOUT_S", 60.0, minimum=0.001),
-            max_retries=int(_env_number("ACME_LLM_MAX_RETRIES", 3, minimum=0, integer=True)),
-            backoff_base_s=_env_number("ACME_LLM_BACKOFF_S", 1.0, minimum=0.0),
-            max_retry_after_s=_env_number("ACME_LLM_MAX_RETRY_AFTER_S", 120.0, minimum=0.0),
-            structured_output=(_env("ACME_LLM_STRUCTURED_OUTPUT") or "auto").lower(),
+            base_url=configured.base_url,
+            model=configured.model,
+            api_key=configured.api_key,
+            timeout_s=configured.timeout_s,
+            max_retries=configured.max_retries,
+            backoff_base_s=configured.backoff_s,
+            max_retry_after_s=configured.max_retry_after_s,
+            structured_output=configured.structured_output,
         )
 
     def output_modes(self) -> list[str]:

@@ -11,7 +11,7 @@ Used by the agent integration test, the agent benchmark, and ``make demo`` with 
     python -m acme.diagnosis.local_llm_server -- COMMAND [ARGS...]
 
 runs COMMAND with ``ACME_LLM_BASE_URL`` / ``ACME_LLM_MODEL`` (and ``ACME_EVAL_MODEL_ENDPOINT`` /
-``ACME_EVAL_MODEL_NAME``) pointing at the server, then stops the server and exits with COMMAND's status.
+``ACME_EVAL_MODEL_NAME``, with ``ACME_EVAL_MODEL_SCORE_PREFIX`` = the model's BOS token) pointing at the server, then stops the server and exits with COMMAND's status.
 """
 
 from __future__ import annotations
@@ -43,6 +43,7 @@ class LocalServer:
     model: str
     pid: int
     log: Path
+    bos_text: str = ""  # the model's BOS token: ``OpenAICompletionModel(score_prefix=...)`` for this server
 
 
 def _free_port() -> int:
@@ -70,9 +71,10 @@ def local_llm_server(
     stop_grace_s: float = 10.0,
 ) -> Iterator[LocalServer]:
     """Run llama.cpp's OpenAI-compatible server on 127.0.0.1 for the ``with`` block."""
-    from acme.evaluation.inference import bundled_gguf
+    from acme.evaluation.inference import bundled_gguf, gguf_bos_text
 
     model_path = Path(model_path) if model_path else bundled_gguf()
+    bos_text = gguf_bos_text(model_path)
     port = _free_port()
     base_url = f"http://127.0.0.1:{port}/v1"
     log = Path(tempfile.mkstemp(prefix="llama-server-", suffix=".log")[1])
@@ -95,7 +97,7 @@ def local_llm_server(
                 )
                 raise ServerDidNotStart(f"llama.cpp server on {base_url} {state} (log {log}):\n{tail}")
             time.sleep(0.25)
-        yield LocalServer(base_url, MODEL_NAME, process.pid, log)
+        yield LocalServer(base_url, MODEL_NAME, process.pid, log, bos_text)
     finally:
         _stop(process, stop_grace_s)
 
@@ -134,6 +136,8 @@ def main(argv: list[str] | None = None) -> int:
             "ACME_LLM_MODEL": server.model,
             "ACME_EVAL_MODEL_ENDPOINT": server.base_url,
             "ACME_EVAL_MODEL_NAME": server.model,
+            # llama.cpp's server scores a prompt like the in-process model only after the BOS token.
+            "ACME_EVAL_MODEL_SCORE_PREFIX": server.bos_text,
         }
         return subprocess.call(args, env=env)
 

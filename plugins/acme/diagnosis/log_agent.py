@@ -217,6 +217,30 @@ def propose_filter_rules(
     return proposals
 
 
+def _regex_refusal(regex: str, lines: list[str], errors: list[str]) -> tuple[str, str] | None:
+    """Why a majority regex is refused (code, detail): it does not compile, is unsafe, misses a sample line
+    of its template or matches a held-back error line; None when it passes every check."""
+    try:
+        pattern = re.compile(regex)
+    except re.error as exc:
+        return REJECTED_INVALID_REGEX, f"regex does not compile: {exc}"
+    problem = regex_problem(regex)
+    if problem:
+        return REJECTED_UNSAFE_REGEX, f"regex {problem}"
+    missed = [line for line in lines if not pattern.search(line)]
+    if missed:
+        example = redact_untrusted(missed[0])[:120]
+        return (
+            REJECTED_MISSES_TEMPLATE_LINE,
+            f"does not match {len(missed)} of {len(lines)} sample lines, e.g. {example!r}",
+        )
+    hit = [line for line in errors if pattern.search(_bare(line)) or pattern.search(line)]
+    if hit:
+        example = redact_untrusted(hit[0])[:120]
+        return REJECTED_MATCHES_ERROR_LINE, f"matches {len(hit)} held-back error lines, e.g. {example!r}"
+    return None
+
+
 def _propose_one(
     endpoint: LLMEndpoint,
     template: dict[str, Any],
@@ -250,32 +274,9 @@ def _propose_one(
     if regex is None:
         detail = f"best agreement {votes} of {samples} samples" + (f" ({'; '.join(notes)})" if notes else "")
         return rejected(REJECTED_NO_MAJORITY, detail, None, votes, candidates)
-    try:
-        re.compile(regex)
-    except re.error as exc:
-        return rejected(REJECTED_INVALID_REGEX, f"regex does not compile: {exc}", regex, votes, candidates)
-    problem = regex_problem(regex)
-    if problem:
-        return rejected(REJECTED_UNSAFE_REGEX, f"regex {problem}", regex, votes, candidates)
-    pattern = re.compile(regex)
-    missed = [line for line in lines if not pattern.search(line)]
-    if missed:
-        return rejected(
-            REJECTED_MISSES_TEMPLATE_LINE,
-            f"does not match {len(missed)} of {len(lines)} sample lines, e.g. {redact_untrusted(missed[0])[:120]!r}",
-            regex,
-            votes,
-            candidates,
-        )
-    hit = [line for line in errors if pattern.search(_bare(line)) or pattern.search(line)]
-    if hit:
-        return rejected(
-            REJECTED_MATCHES_ERROR_LINE,
-            f"matches {len(hit)} held-back error lines, e.g. {redact_untrusted(hit[0])[:120]!r}",
-            regex,
-            votes,
-            candidates,
-        )
+    refusal = _regex_refusal(regex, lines, errors)
+    if refusal is not None:
+        return rejected(*refusal, regex, votes, candidates)
     return ProposedRule(
         name, regex, descriptions.get(regex, ""), True, None, "accepted", votes, samples, tuple(candidates)
     )

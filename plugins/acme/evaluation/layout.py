@@ -22,7 +22,9 @@ import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
-PRIORS_KEY = "eval/priors/priors.json"
+from acme import lake_keys
+
+PRIORS_KEY = lake_keys.EVAL_PRIORS
 
 
 def run_key_for(suite_path: str | Path, model_size: str) -> str:
@@ -40,7 +42,7 @@ class EvalRun:
 
     @property
     def prefix(self) -> str:
-        return f"eval/runs/{self.model_id}/{self.run}"
+        return lake_keys.eval_run(self.model_id, self.run)
 
     @property
     def plan_key(self) -> str:
@@ -65,7 +67,7 @@ class EvalRun:
 
     @property
     def measurements_key(self) -> str:
-        return f"eval/priors/measurements/{self.model_id}/{self.run}.json"
+        return lake_keys.eval_measurements(self.model_id, self.run)
 
     def to_dict(self) -> dict[str, str]:
         return {"model_id": self.model_id, "run": self.run}

@@ -58,10 +58,9 @@ from acme.evaluation.priors import (
     ModelSpec,
     RuntimePriors,
     TrialOverheads,
-    default_overheads,
+    model_load_s,
     parse_model_size,
     remote_fetch_s,
-    shm_load_s,
 )
 from acme.evaluation.suite import EvalDataset, Suite
 
@@ -269,7 +268,7 @@ def build_plan(
     model = parse_model_size(model)
     priors = priors or RuntimePriors()
     hardware = priors.hardware
-    overheads = overheads or default_overheads(hardware)
+    overheads = overheads or priors.trial_overheads(model)
     config = config or PlannerConfig()
     gpus_per_trial = model.gpus_per_trial(hardware.gpu_memory_gb, max_gpus=hardware.gpus_per_node)
     slots = nodes * (hardware.gpus_per_node // gpus_per_trial)
@@ -293,7 +292,7 @@ def build_plan(
 
 
 def _trial_startup_s(model: ModelSpec, hardware: Hardware, overheads: TrialOverheads) -> float:
-    return overheads.setup_s + shm_load_s(model, hardware)
+    return overheads.setup_s + model_load_s(model, hardware, overheads)
 
 
 def _decompose(suite, per_sample, overheads, max_trial_s, config) -> list[_Draft]:
@@ -355,7 +354,9 @@ def _place(drafts, model, hardware, overheads, nodes, gpus_per_trial, max_trial_
     for order, draft in enumerate(ranked):
         free_at, index, node, slot, warm_at = heapq.heappop(free)
         started = warm_at if warm_at is not None and warm_at <= free_at else free_at
-        clock = max(free_at, started + overheads.setup_s, precursor_ready) + shm_load_s(model, hardware)
+        clock = max(free_at, started + overheads.setup_s, precursor_ready) + model_load_s(
+            model, hardware, overheads
+        )
         inference_start = clock
         warm_after = (
             max(0.0, (1.0 - config.warm_start_margin) * draft.gpu_s - lead) if config.warm_start else None

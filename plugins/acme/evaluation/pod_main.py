@@ -30,28 +30,23 @@ def main(argv: list[str] | None = None) -> int:
     infer.add_argument("--trial", required=True)
     args = parser.parse_args(argv)
 
-    from acme.evaluation import settings
+    from acme import settings
+    from acme.evaluation.runners import LocalTrialRunner
     from acme.lake import open_lake
 
+    # Inside the pod the steps are the local runner's (the pod is the node's local worker).
+    runner = LocalTrialRunner(
+        settings.evaluation().shm_dir,
+        settings.evaluation().data_dir,
+        settings.evaluation().gpu_lease_timeout_s,
+    )
     try:
         if args.step == "preload":
-            from acme.evaluation.precursor import preload_model
-
-            lake = open_lake()
-            options = lake.storage_options if args.location.startswith("s3://") else None
-            result = preload_model(args.location, settings.shm_dir(), args.model_id, options).to_dict()
+            evaluation = {"model_location": args.location, "model_id": args.model_id}
+            result = runner.preload(open_lake(), evaluation, {"node": None})
         else:
-            from acme.evaluation.layout import EvalRun
-            from acme.evaluation.trial_steps import run_inference
-
-            result = run_inference(
-                open_lake(),
-                EvalRun(args.model_id, args.run),
-                args.trial,
-                settings.shm_dir(),
-                settings.data_dir(),
-                settings.gpu_lease_timeout_s(),
-            )
+            trial = {"model_id": args.model_id, "run": args.run, "trial_id": args.trial}
+            result = runner.infer(open_lake(), trial)
     except AcmeError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

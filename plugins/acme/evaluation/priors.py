@@ -155,6 +155,12 @@ class TrialOverheads:
     setup_s: float
     preprocess_s_per_sample: float = 0.002
     metric_task_setup_s: float = 5.0
+    load_s: float | None = None  # measured model load of this model; None: modelled from bytes (shm_load_s)
+
+
+def model_load_s(model: ModelSpec, hardware: Hardware, overheads: TrialOverheads) -> float:
+    """A trial's model load from shared memory: measured for this model when known, else from its bytes."""
+    return overheads.load_s if overheads.load_s is not None else shm_load_s(model, hardware)
 
 
 def remote_fetch_s(model: ModelSpec, hardware: Hardware, concurrent: int = 1) -> float:
@@ -269,6 +275,10 @@ class RuntimePriors:
     hardware: Hardware = field(default_factory=Hardware)
     alpha: float = 0.5
     learned: dict[str, dict[str, float]] = field(default_factory=dict)
+    # Per-trial costs measured by real trials: "setup_s" (EMA over trials, any model) with its
+    # "setup_observations", and "load_s/<model size>" (EMA of the model load from shared memory, per model
+    # size: a load has fixed costs -- runtime start, memory map, tokenizer -- that bytes alone do not give).
+    trial: dict[str, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not 0.0 < self.alpha <= 1.0:
@@ -339,6 +349,41 @@ class RuntimePriors:
             entry["observations"] = entry.get("observations", 0) + 1
         return skipped
 
+    def update_trial(self, setup_s: float, load_s: float, model_size: str | ModelSpec) -> list[str]:
+        """Blend one real trial's measured set-up and model-load seconds (EMA); returns why any were skipped."""
+        skipped = []
+        if isinstance(setup_s, bool) or not (
+            isinstance(setup_s, int | float) and math.isfinite(setup_s) and setup_s >= 0
+        ):
+            skipped.append(f"trial set-up {setup_s!r} s is not a time")
+        else:
+            self.trial["setup_s"] = _blend(self.trial.get("setup_s"), float(setup_s), self.alpha)
+            self.trial["setup_observations"] = self.trial.get("setup_observations", 0) + 1
+        try:
+            model = parse_model_size(model_size)
+        except ConfigError as exc:
+            return [*skipped, f"model load: {exc}"]
+        if isinstance(load_s, bool) or not (
+            isinstance(load_s, int | float) and math.isfinite(load_s) and load_s >= 0
+        ):
+            skipped.append(f"model load {load_s!r} s is not a time")
+        else:
+            key = f"load_s/{model.name}"
+            self.trial[key] = _blend(self.trial.get(key), float(load_s), self.alpha)
+        return skipped
+
+    def trial_overheads(self, model: ModelSpec | str | None = None) -> TrialOverheads:
+        """Per-trial overheads to plan with: measured set-up and load when real trials measured them, else
+        the paper-calibrated set-up and the load modelled from the checkpoint's bytes."""
+        overheads = default_overheads(self.hardware)
+        if "setup_s" in self.trial:
+            overheads = replace(overheads, setup_s=self.trial["setup_s"])
+        if model is not None:
+            load = self.trial.get(f"load_s/{parse_model_size(model).name}")
+            if load is not None:
+                overheads = replace(overheads, load_s=load)
+        return overheads
+
     def update_shm_load(self, model_bytes: float, seconds: float) -> bool:
         """Blend one measured load from node shared memory into ``hardware.shm_read_gbytes_s`` (EMA).
 
@@ -360,6 +405,7 @@ class RuntimePriors:
             "alpha": self.alpha,
             "hardware": asdict(self.hardware),
             "datasets": {name: dict(values) for name, values in sorted(self.learned.items())},
+            "trial": dict(sorted(self.trial.items())),
         }
 
     def to_json(self) -> str:
@@ -375,7 +421,8 @@ class RuntimePriors:
                 str(name): {str(k): float(v) for k, v in values.items()}
                 for name, values in data.get("datasets", {}).items()
             }
-            return cls(hardware=hardware, alpha=float(data.get("alpha", 0.5)), learned=learned)
+            trial = {str(k): float(v) for k, v in (data.get("trial") or {}).items()}
+            return cls(hardware=hardware, alpha=float(data.get("alpha", 0.5)), learned=learned, trial=trial)
         except (TypeError, ValueError, AttributeError, ConfigError) as exc:
             raise InputError(source, f"malformed priors ({exc})") from None
 

@@ -3,7 +3,10 @@
 ``compare_with_published(rows, published)`` puts each dataset's score (a proportion of ``n`` items) beside
 the published figure and says whether the published figure lies inside our 95% Wilson interval: with
 tens of items the interval is wide (±15–20 points), so "agrees" means "not contradicted", and a
-published figure outside it is reported as such, never hidden. Prompts differ from the card's harness
+published figure outside it is reported as such, never hidden, with the two-sided exact binomial test
+of our count against the published rate (``binomial_p``): near 0% on ten items the Wilson interval's
+lower end is above a rate that the exact test does not reject (1 of 10 against 1.4%: p = 0.13), which the
+verdict then says ("not significant"). Prompts differ from the card's harness
 (lighteval; 5-shot GSM8K; our items come partly from train splits, see ``include/eval/real/SOURCES.md``),
 which the comparison states.
 
@@ -23,9 +26,9 @@ from acme.evaluation.evaluation_run import wilson_interval
 
 
 def published_path() -> Path:
-    from acme.config import include_dir
+    from acme import settings
 
-    return include_dir() / "eval" / "real" / "published.json"
+    return settings.project().include_dir / "eval" / "real" / "published.json"
 
 
 def compare_with_published(rows: list[dict[str, Any]], published: dict[str, Any]) -> list[dict[str, Any]]:
@@ -36,6 +39,9 @@ def compare_with_published(rows: list[dict[str, Any]], published: dict[str, Any]
         low, high = wilson_interval(int(row["correct"]), int(row["n_samples"]))
         entry = figures.get(row["dataset"])
         value = None if entry is None else float(entry["published"])
+        p_value = (
+            None if value is None else binomial_p(int(row["correct"]), int(row["n_samples"]), value / 100)
+        )
         lines.append(
             {
                 "dataset": row["dataset"],
@@ -43,12 +49,28 @@ def compare_with_published(rows: list[dict[str, Any]], published: dict[str, Any]
                 "interval_percent": [round(100 * low, 1), round(100 * high, 1)],
                 "n": int(row["n_samples"]),
                 "published_percent": value,
-                "verdict": "not published"
-                if value is None
-                else ("agrees" if 100 * low <= value <= 100 * high else "outside our interval"),
+                "binomial_p": None if p_value is None else round(p_value, 3),
+                "verdict": _verdict(value, low, high, p_value),
             }
         )
     return lines
+
+
+def binomial_p(correct: int, n: int, rate: float) -> float:
+    """Two-sided exact binomial test: how likely a score at least this far from ``rate`` is on ``n`` items."""
+    from scipy.stats import binomtest
+
+    return float(binomtest(correct, n, min(1.0, max(0.0, rate))).pvalue)
+
+
+def _verdict(value: float | None, low: float, high: float, p_value: float | None) -> str:
+    if value is None or p_value is None:
+        return "not published"
+    if 100 * low <= value <= 100 * high:
+        return "agrees"
+    # The Wilson interval is approximate where the published rate is near 0 and n is small; the exact test
+    # says whether the difference is significant.
+    return "outside our interval" + (" (not significant)" if p_value >= 0.05 else "")
 
 
 def _latest_results(lake_root: Path, suite_stem: str) -> tuple[Path, list[dict[str, Any]]]:
@@ -89,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
         longest = row.get("sample_s_max")
         print(
             f"  {line['dataset']:<14} {line['score_percent']:>7.1f} {low:>6.1f}–{high:<6.1f} {card:>7}  "
-            f"{line['verdict']:<21}{'—' if median is None else f'{median:.2f}':>12} "
+            f"{line['verdict']:<38}{'—' if median is None else f'{median:.2f}':>12} "
             f"{'—' if longest is None else f'{longest:.2f}':>6} {read:>10} {written:>8}"
         )
     print(f"  results: {path}")

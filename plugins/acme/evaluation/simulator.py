@@ -62,6 +62,7 @@ Baselines, simulated with the same parameters and the same true times:
 
 from __future__ import annotations
 
+import functools
 import heapq
 import itertools
 import math
@@ -71,6 +72,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from fnmatch import fnmatchcase
 from pathlib import Path
+from typing import Any
 
 from acme.errors import ConfigError
 from acme.evaluation.planner import Plan, PlannerConfig, build_plan
@@ -80,9 +82,9 @@ from acme.evaluation.priors import (
     RuntimePriors,
     TrialOverheads,
     default_overheads,
+    model_load_s,
     parse_model_size,
     remote_fetch_s,
-    shm_load_s,
 )
 from acme.evaluation.suite import EvalDataset, Suite, read_suite
 
@@ -153,6 +155,12 @@ class ClusterSpec:
             object.__setattr__(self, "overheads", default_overheads(self.hardware))
 
     @property
+    def costs(self) -> TrialOverheads:
+        """The per-trial overheads (set by ``__post_init__`` when not given)."""
+        assert self.overheads is not None
+        return self.overheads
+
+    @property
     def gpus_per_trial(self) -> int:
         return self.model.gpus_per_trial(self.hardware.gpu_memory_gb, max_gpus=self.hardware.gpus_per_node)
 
@@ -197,10 +205,6 @@ class SimResult:
     gpus_per_trial: int
 
     @property
-    def gpu_held_s(self) -> float:
-        return sum(r.held_s for r in self.records) * self.gpus_per_trial
-
-    @property
     def gpu_idle_share(self) -> float:
         """Share of GPU-held time not spent inferring (set-up, loads, metrics on the GPU)."""
         held = sum(r.held_s for r in self.records)
@@ -215,7 +219,7 @@ class _Engine:
             raise ConfigError(f"dispatch must be one of {', '.join(DISPATCH_MODES)}, got {dispatch!r}")
         self.cluster = cluster
         self.hw = cluster.hardware
-        self.overheads = cluster.overheads
+        self.overheads = cluster.costs
         self.model = cluster.model
         self.now = 0.0
         self.events: list = []
@@ -240,7 +244,7 @@ class _Engine:
         else:
             self.slot_queues: dict[tuple[int, int], deque] = {key: deque() for key in self.slot_order}
             for job in jobs:
-                if (job.node, job.slot) not in self.slot_queues:
+                if job.node is None or job.slot is None or (job.node, job.slot) not in self.slot_queues:
                     raise ConfigError(f"static dispatch: job {job.job_id} has no valid node/slot")
                 self.slot_queues[(job.node, job.slot)].append(job)
         self.needs_precursor = any(job.load == "shm" for job in jobs)
@@ -302,7 +306,9 @@ class _Engine:
     def run(self) -> None:
         if self.needs_precursor:
             for node in self.flows:
-                self.transfer(node, self.model.checkpoint_bytes, lambda node=node: self._precursor_done(node))
+                self.transfer(
+                    node, self.model.checkpoint_bytes, functools.partial(self._precursor_done, node)
+                )
         for node, slot in self.slot_order:
             self._dispatch(node, slot)
         while True:
@@ -311,6 +317,7 @@ class _Engine:
             if next_event == math.inf and flow_end == math.inf:
                 break
             if flow_end <= next_event:
+                assert flow_node is not None  # a finite flow end belongs to a node
                 self._advance(flow_end)
                 self._finish_flows(flow_node)
             else:
@@ -343,9 +350,10 @@ class _Engine:
             if record.setup_done:
                 self._load(job, record)
             return
-        job = self._next_job(node, slot)
-        if job is None:
+        nxt = self._next_job(node, slot)
+        if nxt is None:
             return
+        job = nxt
         record = JobRecord(job.job_id, node, slot, start_s=self.now, gpu_acquire_s=self.now)
         self.records.append(record)
         self.after(self.overheads.setup_s, lambda: self._setup_done(job, record))
@@ -358,9 +366,10 @@ class _Engine:
         """Warm start: the slot's next trial starts its process while the current one infers."""
         if (node, slot) in self.warming:
             return
-        job = self._next_job(node, slot)
-        if job is None:
+        nxt = self._next_job(node, slot)
+        if nxt is None:
             return
+        job = nxt
         record = JobRecord(job.job_id, node, slot, start_s=self.now)
         self.records.append(record)
         self.warming[(node, slot)] = (job, record)
@@ -377,7 +386,7 @@ class _Engine:
             h2d = self.model.checkpoint_bytes / (self.hw.h2d_gbytes_s * 1e9)
             self.transfer(record.node, self.model.checkpoint_bytes, lambda: self.after(h2d, loaded))
             return
-        from_shm = lambda: self.after(shm_load_s(self.model, self.hw), loaded)  # noqa: E731
+        from_shm = lambda: self.after(model_load_s(self.model, self.hw, self.overheads), loaded)  # noqa: E731
         if record.node in self.shm_ready:
             from_shm()
         else:
@@ -568,12 +577,12 @@ def opencompass_two_stage_makespan(
 ) -> float:
     """OpenCompass as shipped: all inference tasks, then one CPU eval task per dataset (list-scheduled
     on every node's cores, each paying the metric task set-up)."""
-    jobs = opencompass_jobs(suite, cluster.model, priors, cluster.overheads, factors, metrics="none")
+    jobs = opencompass_jobs(suite, cluster.model, priors, cluster.costs, factors, metrics="none")
     inference_end = simulate(cluster, jobs).makespan_s
     evals = sorted(
         (
-            cluster.overheads.metric_task_setup_s
-            + _slice_work(d, 0, d.n_samples, cluster.model, priors, cluster.overheads, factors).metric_s
+            cluster.costs.metric_task_setup_s
+            + _slice_work(d, 0, d.n_samples, cluster.model, priors, cluster.costs, factors).metric_s
             for d in suite.datasets
         ),
         reverse=True,
@@ -599,8 +608,8 @@ class LowerBound:
 
 def lower_bound(cluster: ClusterSpec, suite: Suite, priors: RuntimePriors, factors=None) -> LowerBound:
     """A lower bound on the makespan of any decoupled schedule of the suite (see module doc)."""
-    overheads, model, hardware = cluster.overheads, cluster.model, cluster.hardware
-    first = max(overheads.setup_s, remote_fetch_s(model, hardware)) + shm_load_s(model, hardware)
+    overheads, model, hardware = cluster.costs, cluster.model, cluster.hardware
+    first = max(overheads.setup_s, remote_fetch_s(model, hardware)) + model_load_s(model, hardware, overheads)
     works = [_slice_work(d, 0, d.n_samples, model, priors, overheads, factors) for d in suite.datasets]
     gpu_work = sum(w.preprocess_s + w.infer_s for w in works)
     one_sample_metric = [overheads.metric_task_setup_s + w.metric_s / w.n_samples for w in works]
@@ -646,7 +655,7 @@ def compare(
     elif hardware is not None and hardware != priors.hardware:
         priors = replace(priors, hardware=hardware)
     hardware = priors.hardware
-    overheads = overheads or default_overheads(hardware)
+    overheads = overheads or priors.trial_overheads(model)
     cluster = ClusterSpec(nodes, model, hardware, overheads)
     plan = build_plan(suite, nodes, model, priors, overheads, config)
     factors = true_time_factors(suite, prior_error, seed)
@@ -691,7 +700,7 @@ def plan_eval_cli(
         simulate_runs=simulate,
     )
     warnings = list(result.warnings)
-    if result.ours is None:
+    if result.ours is None or result.naive is None or result.opencompass is None:
         makespan, naive, opencompass = result.plan.expected_makespan_s, None, None
     else:
         makespan = result.ours.makespan_s
@@ -710,8 +719,21 @@ def plan_eval_cli(
             "source": priors_source,
             "measured": sorted(d.name for d in suite.datasets if d.name in priors.learned),
             "not_measured": sorted(d.name for d in suite.datasets if d.name not in priors.learned),
+            **_trial_costs(priors, model_size),
         },
         "warnings": warnings,
+    }
+
+
+def _trial_costs(priors: RuntimePriors, model_size: str) -> dict[str, Any]:
+    """The per-trial set-up and model load the plan used, and whether real trials measured them."""
+    overheads = priors.trial_overheads(model_size)
+    model = parse_model_size(model_size)
+    return {
+        "trial_setup_s": round(overheads.setup_s, 3),
+        "trial_setup": "measured" if "setup_s" in priors.trial else "calibrated to the paper",
+        "model_load_s": round(model_load_s(model, priors.hardware, overheads), 3),
+        "model_load": "measured" if overheads.load_s is not None else "modelled from checkpoint bytes",
     }
 
 

