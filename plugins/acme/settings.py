@@ -244,9 +244,9 @@ def _diagnosis_log_pattern(read: Env) -> str:
     import string
 
     pattern = read.text("ACME_DIAGNOSIS_LOG_PATTERN", DEFAULT_DIAGNOSIS_LOG_PATTERN)
-    for _, field, _, _ in string.Formatter().parse(pattern):
-        if field is not None and field not in _DIAGNOSIS_LOG_PATTERN_FIELDS:
-            raise ConfigError(f"ACME_DIAGNOSIS_LOG_PATTERN has an unknown placeholder {{{field}}}")
+    for _, placeholder, _, _ in string.Formatter().parse(pattern):
+        if placeholder is not None and placeholder not in _DIAGNOSIS_LOG_PATTERN_FIELDS:
+            raise ConfigError(f"ACME_DIAGNOSIS_LOG_PATTERN has an unknown placeholder {{{placeholder}}}")
     return pattern
 
 
