@@ -106,7 +106,8 @@ def test_a_fail_slow_node_is_its_own_outcome_routed_to_recovery(lake):
     """FailSlow, not NodeFailure: the node still works, so the mitigation confirms it before draining it."""
     from acme.diagnosis.records import DiagnosisRecord
     from acme.diagnosis.routing import RECOVERY, route
-    from acme.diagnosis.rules import attribution_of, category_of, diagnose_log
+    from acme.diagnosis.rules import attribution_of, category_of
+    from tests.diagnosis_support import diagnose_log
 
     (suspect,) = detect_cluster(lake, "seren", at(6, 20), SETTINGS)["suspects"]
     diagnosis = diagnose_log([f"2024-03-10T06:20:00Z ERROR {line}" for line in suspect["evidence"]])
