@@ -1,6 +1,6 @@
 """Backfill benchmark on the local production stack (``stack/stack.py``; issues 7 and 8).
 
-A synthesized Kalos- or Seren-scale trace (``acme.synth.trace``, the release's daily volume at
+A synthesized Kalos- or Seren-scale trace (``acme.jobs.synth``, the release's daily volume at
 ``--scale 1``, seed 7, one AcmeTrace CSV per UTC day, made once and kept in ``benchmarks/.data/``)
 is configured as the only cluster (a clusters file passed as ``ACME_CLUSTERS_FILE``). A fresh stack — Celery
 worker over Redis, Postgres metadata DB, lake on the loopback S3 server — runs
@@ -52,7 +52,7 @@ AIRFLOW = str(Path(sys.executable).with_name("airflow"))
 def synth_trace(cluster: str, days: int, scale: float) -> Path:
     folder = DATA / f"{cluster}_{START.isoformat()}_{days}d_x{scale:g}_seed{SEED}"
     if not (folder / f"{(START + timedelta(days=days - 1)).isoformat()}.csv").exists():
-        from acme.synth.trace import write_synth_trace
+        from acme.jobs.synth import write_synth_trace
 
         write_synth_trace(cluster, START, days, folder, scale=scale, seed=SEED, per_day=True)
     return folder

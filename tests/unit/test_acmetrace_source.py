@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from acme.errors import InputError, SchemaDriftError
-from acme.sources.acmetrace import KALOS_COLUMNS, SEREN_COLUMNS, parse_acmetrace
+from acme.jobs.acmetrace import KALOS_COLUMNS, SEREN_COLUMNS, parse_acmetrace
 
 
 @pytest.fixture

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from acme.classify import JobTypeClassifier, load_classifier
+from acme.jobs.classify import JobTypeClassifier, load_classifier
 from acme.errors import ConfigError
 
 

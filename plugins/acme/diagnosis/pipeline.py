@@ -132,11 +132,11 @@ def read_log_lines(files: list[tuple[Any, str]]) -> Iterator[str]:
     """The lines of the log files one after another, streamed (plain or gzip), undecodable bytes replaced.
 
     Only ``\\n`` ends a line (a progress bar's bare ``\\r`` stays inside it). Memory is bounded
-    whatever the log: it is read in chunks, and a line above ``acme.sources.base.MAX_LINE_BYTES``
+    whatever the log: it is read in chunks, and a line above ``acme.jobs.base.MAX_LINE_BYTES``
     (binary garbage, a runaway print) is never held whole: its head is yielded with a note of its
     length (the compressor keeps at most 2,000 characters of a line anyway).
     """
-    from acme.sources.base import iter_raw_lines
+    from acme.jobs.base import iter_raw_lines
 
     for fs, path in files:
         with fs.open(path, "rb") as raw:

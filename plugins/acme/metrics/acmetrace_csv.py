@@ -133,7 +133,7 @@ def parse_wide_csv(
     import pyarrow.csv as pacsv
 
     from acme.metrics.storage import DAY_MS, Samples, day_start_ms, series_frame
-    from acme.sources.base import rejects_frame
+    from acme.jobs.base import rejects_frame
 
     path = str(path)
     source_file = source_file or path

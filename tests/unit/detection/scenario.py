@@ -30,7 +30,7 @@ def sacct_running(nodes: list[str], job_id: str = JOB_ID) -> str:
 
 def build_lake(lake_dir: Path, tmp_path: Path, episodes: list[Episode], cluster: str = "seren") -> list[str]:
     """Ingest the job and its telemetry into ``lake_dir``; the job's nodes."""
-    from acme.ingest_jobs import JobInput, ingest_job_file
+    from acme.jobs.ingest import JobInput, ingest_job_file
     from acme.lake import Lake
     from acme.metrics.ingest import ingest_metrics_file
     from acme.metrics.synth import write_acmetrace_csv

@@ -1,8 +1,8 @@
 """On synthesized traces the report reproduces the generator's calibration targets (paper figures).
 
-The trace is written by ``acme.synth.trace``, ingested through the real pipeline into a lake and
+The trace is written by ``acme.jobs.synth``, ingested through the real pipeline into a lake and
 characterized by the report's SQL; the report's figures are then held to the targets and
-tolerances of ``acme.synth.trace.CALIBRATION`` (the same ones the generator is tested against).
+tolerances of ``acme.jobs.synth.CALIBRATION`` (the same ones the generator is tested against).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pytest
 
 from acme.report.characterize import characterize
 from acme.report.periods import parse_period
-from acme.synth.trace import CALIBRATION
+from acme.jobs.synth import CALIBRATION
 from tests.unit.report.conftest import DAYS
 
 

@@ -1,20 +1,28 @@
 """Job-trace ingest: parse a source, validate it, quarantine what fails, publish partitions.
 
-The steps are separate functions so the Airflow tasks (extract → parse → validate →
-publish) and the command line (all at once, in memory) run the same code.
+One data path for the command line and the DAG. The parser's canonical rows become one Arrow
+table; validation reads a narrow pandas frame of only the columns it checks
+(:func:`acme.jobs.validate.validate_job_table`) and the accepted rows are an Arrow filter of the
+table; publishing merges Arrow tables. The command line holds the table in memory; the DAG's
+single ingest task per input (:func:`ingest_planned`) keeps two retry points in the lake: the
+raw copy of the input and **one** staged copy of the parsed rows (``parsed.parquet``), so a
+row is written three times (raw, staged, partition) instead of four.
 
 Idempotency: a job's partition is the UTC day of its time key (submit time, else start, else
-end: ``acme.schema.time_key_column``); publishing merges by
-job id under the partition's lock (a terminal state replaces RUNNING, a newer record of the
-same rank replaces an older one) and rewrites the partition whole, so re-runs, retries and
-overlapping backfills never duplicate a job. Quarantine and validation entries are keyed by
-the input (its URI and day), so they are replaced, not appended, by a re-run.
+end: ``acme.jobs.schema.time_key_column``); publishing merges by job id under the partition's
+lock (a terminal state replaces RUNNING, a newer record of the same rank replaces an older
+one) and rewrites the partition whole, so re-runs, retries and overlapping backfills never
+duplicate a job. Quarantine and validation entries are keyed by the input (its URI and day), so
+they are replaced, not appended, by a re-run. A retry after a SIGKILL at any point restarts
+from the last complete retry point (a marker written after its data) and converges on the
+clean run's lake.
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
@@ -22,16 +30,17 @@ from typing import TYPE_CHECKING, Any
 
 from acme import config
 from acme.errors import InputError, QuarantineThresholdError
+from acme.jobs.base import REJECT_COLUMNS, ParseResult, first_submit_day
+from acme.jobs.formats import FORMAT_NAMES, job_format
+from acme.jobs.schema import JOB_COLUMNS, job_arrow_schema
 from acme.lake import Lake
-from acme.schema import JOB_COLUMNS, SOURCES, job_arrow_schema
-from acme.sources.base import REJECT_COLUMNS, ParseResult, first_submit_day
 
 if TYPE_CHECKING:
     import pandas as pd
+    import pyarrow as pa
 
-    from acme.validate import ValidationOutcome
+    from acme.jobs.validate import TableOutcome
 
-FORMATS = SOURCES  # the input formats are the sources of the canonical record
 QUARANTINE_COLUMNS = ["cluster", "source", "input", "stage", *REJECT_COLUMNS]
 
 
@@ -89,23 +98,62 @@ def plan_job_inputs(
     from acme.clusters import selected_clusters
 
     planned = []
-    for name in selected_clusters(clusters, cluster, source, FORMATS, input_uri):
+    for name in selected_clusters(clusters, cluster, source, FORMAT_NAMES, input_uri):
         jobs = clusters[name].jobs
         fmt = jobs.format if source == "configured" else source
-        live = jobs.command if (jobs.command and not input_uri and fmt == "sacct") else None
-        uri = input_uri or ("sacct://" + "/".join(jobs.command) if live else jobs.input_for(name, day))
+        live = jobs.command if (jobs.command and not input_uri and job_format(fmt, name).live) else None
+        uri = input_uri or (f"{fmt}://" + "/".join(jobs.command) if live else jobs.input_for(name, day))
         delimiter = "|" if live else jobs.delimiter  # the live command asks for --parsable2
         job_input = JobInput(name, fmt, uri, day, jobs.fields, jobs.timezone, delimiter)
         planned.append({"input": job_input.to_dict(), "command": list(live) if live else None})
     return planned
 
 
+# --- parse ----------------------------------------------------------------------------------
+
+
+@dataclass
+class Parsed:
+    """A parsed input: the canonical rows as one Arrow table (None when they were streamed to a
+    sink), the parse rejects, and the parser's accounting."""
+
+    table: pa.Table | None
+    rejects: pd.DataFrame
+    layout: str
+    rows_in: int
+    rows_ok: int
+    skipped_other_days: int
+    skipped: dict[str, int]
+    first_day: date | None
+    notes: list[str]
+
+    @property
+    def rows_checked(self) -> int:
+        """The rows the quarantine share is taken of: all but those skipped for a reason."""
+        return self.rows_in - self.skipped_other_days - sum(self.skipped.values())
+
+    def summary(self) -> dict[str, Any]:
+        """JSON-ready accounting (the staged retry point's marker)."""
+        return {
+            "layout": self.layout,
+            "rows_in": self.rows_in,
+            "parsed": self.rows_ok,
+            "parse_rejects": len(self.rejects),
+            "skipped_other_days": self.skipped_other_days,
+            "skipped": dict(self.skipped),
+            "first_day": self.first_day.isoformat() if self.first_day else None,
+            "notes": list(self.notes),
+        }
+
+
 def parse_job_input(job_input: JobInput, local_path: str | Path) -> tuple[ParseResult, str]:
-    """Parse the local copy of an input; returns the result (secrets in job names and rejected
-    records masked, see :mod:`acme.secrets`) and the layout to validate with."""
+    """Parse the local copy of an input with its format's parser (:mod:`acme.jobs.formats`);
+    returns the result (secrets in job names and rejected records masked, see
+    :mod:`acme.secrets`) and the layout to validate with."""
     from acme.secrets import redact_column
 
-    result, layout = _parse_job_input(job_input, local_path)
+    parser = job_format(job_input.format, job_input.uri).load()
+    result, layout = parser.parse_input(job_input, str(local_path))
     result.jobs["job_name"] = redact_column(result.jobs["job_name"])
     _redact_rejects(result.rejects)
     return result, layout
@@ -118,39 +166,47 @@ def _redact_rejects(rejects: pd.DataFrame) -> None:
     rejects["reason"] = redact_column(rejects["reason"])
 
 
-def _parse_job_input(job_input: JobInput, local_path: str | Path) -> tuple[ParseResult, str]:
-    if job_input.format not in FORMATS:
-        raise InputError(
-            job_input.uri, f"unknown format {job_input.format!r}; expected one of {', '.join(FORMATS)}"
-        )
-    local_path = str(local_path)
-    if job_input.format == "acmetrace":
-        from acme.sources.acmetrace import detect_layout, parse_acmetrace
+def parse_to_table(job_input: JobInput, local_path: str | Path, sink: Any = None) -> Parsed:
+    """Parse an input into Arrow. With ``sink`` (anything with ``write_table``, e.g. a Parquet
+    writer) the rows go there (in batches when the format can stream, so the day's rows are
+    never all in memory) and ``Parsed.table`` is None; without, they are returned."""
+    parser = job_format(job_input.format, job_input.uri).load()
+    if sink is not None and hasattr(parser, "stream_input"):
+        return _stream_to_sink(parser, job_input, local_path, sink)
+    result, layout = parse_job_input(job_input, local_path)
+    table = _jobs_table(result.jobs)
+    if sink is not None:
+        sink.write_table(table)
+    return Parsed(
+        None if sink is not None else table, result.rejects, layout, result.rows_in, len(result.jobs),
+        result.skipped_other_days, dict(result.skipped), first_submit_day(result.jobs), list(result.notes),
+    )  # fmt: skip
 
-        layout = detect_layout(local_path, job_input.uri)
-        result = parse_acmetrace(
-            local_path, job_input.cluster, source_file=job_input.uri, day=job_input.day, layout=layout
-        )
-        return result, layout
-    if job_input.format == "sacct":
-        from acme.sources.sacct import parse_sacct_file
 
-        result = parse_sacct_file(  # streamed: neither the text nor its lines are held
-            local_path,
-            job_input.cluster,
-            source_file=job_input.uri,
-            fields=job_input.fields,
-            day=job_input.day,
-            tz=job_input.timezone,
-            delimiter=job_input.delimiter,
-        )
-        return result, "sacct"
-    from acme.sources.base import check_input_size
-    from acme.sources.kubernetes import parse_kubernetes
+def _stream_to_sink(parser: Any, job_input: JobInput, local_path: str | Path, sink: Any) -> Parsed:
+    """Batches of masked rows (:mod:`acme.secrets`) appended to ``sink`` (the row order may differ
+    from :func:`parse_job_input`'s for a job id seen twice; validation and publishing do not
+    depend on it)."""
+    from acme.secrets import redact_column
 
-    check_input_size(local_path, job_input.uri)  # a JSON document is parsed whole: refuse a huge one unread
-    data = Path(local_path).read_bytes()
-    return parse_kubernetes(data, job_input.cluster, source_file=job_input.uri, day=job_input.day), "k8s"
+    first_day: list[date] = []
+
+    def stage(jobs: pd.DataFrame) -> None:
+        jobs["job_name"] = redact_column(jobs["job_name"])
+        day = first_submit_day(jobs)
+        if day is not None:
+            first_day[:] = [min([day, *first_day])]
+        sink.write_table(_jobs_table(jobs))
+
+    summary, layout = parser.stream_input(job_input, str(local_path), stage)
+    _redact_rejects(summary.rejects)
+    return Parsed(
+        None, summary.rejects, layout, summary.rows_in, summary.rows_ok, summary.skipped_other_days,
+        dict(summary.skipped), first_day[0] if first_day else None, list(summary.notes),
+    )  # fmt: skip
+
+
+# --- validate, quarantine, publish ------------------------------------------------------------
 
 
 def quarantine_frame(job_input: JobInput, rejects: pd.DataFrame, stage: str) -> pd.DataFrame:
@@ -200,20 +256,52 @@ def check_quarantine_share(
     )
 
 
-def publish_jobs(
-    lake: Lake, job_input: JobInput, accepted: pd.DataFrame, report: dict[str, Any]
-) -> list[str]:
-    """Merge accepted jobs into their submit-day partitions; returns the partition URLs.
+def validate_and_publish(
+    lake: Lake,
+    job_input: JobInput,
+    table: pa.Table,
+    parsed: Parsed,
+    max_quarantine_share: float | None = None,
+    on_nothing: Callable[[], None] | None = None,
+) -> dict[str, Any]:
+    """Validate the parsed rows, write the input's quarantine and report, publish the accepted
+    rows; ``on_nothing`` is called (to refuse the input) when nothing was accepted or quarantined."""
+    from acme.jobs.validate import validate_job_table
+
+    outcome = validate_job_table(table, layout=parsed.layout, source_file=job_input.uri)
+    del table
+    quarantined, quarantine_url = record_input_outcome(
+        lake, job_input, parsed.rejects, outcome, parsed.first_day, parsed.rows_checked, max_quarantine_share
+    )
+    if on_nothing is not None and outcome.accepted.num_rows == 0 and quarantined.empty:
+        on_nothing()
+    partitions = publish_jobs(lake, job_input, outcome.accepted, outcome.report)
+    return {
+        "rows_in": parsed.rows_in,
+        "rows": outcome.accepted.num_rows,
+        "quarantined": len(quarantined),
+        "skipped": dict(parsed.skipped),
+        "skipped_other_days": parsed.skipped_other_days,
+        "partitions": partitions,
+        "quarantine": quarantine_url,
+        "notes": parsed.notes,
+    }
+
+
+def publish_jobs(lake: Lake, job_input: JobInput, accepted: Any, report: dict[str, Any]) -> list[str]:
+    """Merge accepted jobs (an Arrow table, or a canonical frame) into their time-key-day
+    partitions; returns the partition URLs.
 
     Each day is a zero-copy slice of the table, reordered by day first only when the input
     is not in submit order.
     """
     import numpy as np
+    import pyarrow as pa
     import pyarrow.compute as pc
 
-    if accepted.empty:
+    table = accepted if isinstance(accepted, pa.Table) else _jobs_table(accepted)
+    if table.num_rows == 0:
         return []
-    table = _jobs_table(accepted)
     time_key = pc.coalesce(table["submit_time"], table["start_time"], table["end_time"])
     days = pc.cast(time_key, "date32").to_numpy()
     if (days[1:] < days[:-1]).any():  # traces are usually in submit order: then no reordering at all
@@ -259,7 +347,7 @@ def merge_job_tables(existing, incoming):
             return incoming.sort_by(order)  # a new partition of unique jobs: nothing to merge
         combined = incoming.append_column("_incoming", pa.array([1] * incoming.num_rows, pa.int8()))
     else:
-        from acme.schema import with_current_columns
+        from acme.jobs.schema import with_current_columns
 
         existing = with_current_columns(existing).cast(incoming.schema)
         combined = pa.concat_tables(
@@ -305,29 +393,18 @@ def ingest_job_file(
     lake: Lake, job_input: JobInput, local_path: str | Path, max_quarantine_share: float | None = None
 ) -> dict[str, Any]:
     """Everything at once, in memory (the command line): returns the run's summary."""
-    from acme.validate import preload_in_background, validate_jobs
+    from acme.jobs.validate import preload_in_background
 
     preloading = preload_in_background()
-    parsed, layout = parse_job_input(job_input, local_path)
+    parsed = parse_to_table(job_input, local_path)
     preloading.join()
-    outcome = validate_jobs(parsed.jobs, layout=layout, source_file=job_input.uri)
-    quarantined, quarantine_url = record_input_outcome(
-        lake, job_input, parsed.rejects, outcome, first_submit_day(parsed.jobs),
-        parsed.rows_in - parsed.skipped_other_days - sum(parsed.skipped.values()), max_quarantine_share,
-    )  # fmt: skip
-    if outcome.accepted.empty and quarantined.empty:
+    table, parsed.table = parsed.table, None
+    assert table is not None
+
+    def refuse() -> None:
         refuse_empty_input(job_input, parsed.rows_in, parsed.skipped, parsed.skipped_other_days)
-    partitions = publish_jobs(lake, job_input, outcome.accepted, outcome.report)
-    return {
-        "rows_in": parsed.rows_in,
-        "rows": len(outcome.accepted),
-        "quarantined": len(quarantined),
-        "skipped": dict(parsed.skipped),
-        "skipped_other_days": parsed.skipped_other_days,
-        "partitions": partitions,
-        "quarantine": quarantine_url,
-        "notes": parsed.notes,
-    }
+
+    return validate_and_publish(lake, job_input, table, parsed, max_quarantine_share, on_nothing=refuse)
 
 
 def refuse_empty_input(job_input: JobInput, rows_in: int, skipped: dict[str, int], other_days: int) -> None:
@@ -344,7 +421,7 @@ def record_input_outcome(
     lake: Lake,
     job_input: JobInput,
     parse_rejects: pd.DataFrame,
-    outcome: ValidationOutcome,
+    outcome: TableOutcome,
     first_day: date | None,
     rows_in: int,
     max_quarantine_share: float | None,
@@ -371,7 +448,7 @@ def record_input_outcome(
     return quarantined, url
 
 
-# --- the same steps as separate Airflow tasks, handing over through the lake -------------
+# --- the DAG's one ingest task per input, with its two retry points in the lake --------------
 
 
 def staging_prefix(run_id: str, job_input: JobInput) -> str:
@@ -380,29 +457,21 @@ def staging_prefix(run_id: str, job_input: JobInput) -> str:
 
 
 def raw_key(job_input: JobInput) -> str:
-    suffix = "".join(Path(job_input.uri.split("?")[0]).suffixes[-2:]) or {
-        "sacct": ".txt", "k8s": ".json", "acmetrace": ".csv"
-    }[job_input.format]  # fmt: skip
+    suffix = "".join(Path(job_input.uri.split("?")[0]).suffixes[-2:])
+    suffix = suffix or job_format(job_input.format, job_input.uri).raw_suffix
     day = job_input.day.isoformat() if job_input.day else "undated"
     return f"raw/jobs/cluster={job_input.cluster}/date={day}/{job_input.key}{suffix}"
 
 
 def extract_job_input(lake: Lake, job_input: JobInput, command: Sequence[str] | None = None) -> str:
-    """Copy the day's input (or run live sacct) into the lake's raw area; returns its key."""
+    """Copy the day's input (or run the format's live command) into the lake's raw area; returns its key."""
     key = raw_key(job_input)
     if command:
-        from acme.sources.sacct import DEFAULT_FIELDS, run_sacct
-
-        if job_input.day is None:
-            raise InputError(job_input.uri, "live sacct needs a day")
-        text = run_sacct(
-            job_input.day, command, fields=job_input.fields or DEFAULT_FIELDS, tz=job_input.timezone
-        )
-        lake.write_bytes(key, text.encode())
+        lake.write_bytes(key, job_format(job_input.format, job_input.uri).load().live_export(job_input, command))
         return key
     import fsspec
 
-    from acme.sources.base import refuse_above_limit
+    from acme.jobs.base import refuse_above_limit
 
     try:
         fs, path = fsspec.core.url_to_fs(job_input.uri)
@@ -420,139 +489,80 @@ def extract_job_input(lake: Lake, job_input: JobInput, command: Sequence[str] | 
 
 
 def parse_staged(lake: Lake, job_input: JobInput, raw: str, staging: str) -> dict[str, Any]:
-    """Parse the raw copy; stage the canonical rows and the parse rejects."""
-    import pyarrow as pa
-
-    if job_input.format == "sacct":
-        with lake.local_file(raw) as local_path:
-            return _parse_sacct_staged(lake, job_input, local_path, staging)
-    with lake.local_file(raw) as local_path:
-        parsed, layout = parse_job_input(job_input, local_path)
-    lake.write_parquet(f"{staging}/parsed.parquet", _jobs_table(parsed.jobs))
-    lake.write_parquet(
-        f"{staging}/parse_rejects.parquet", pa.Table.from_pandas(parsed.rejects, preserve_index=False)
-    )
-    return {
-        "layout": layout,
-        "rows_in": parsed.rows_in,
-        "parsed": len(parsed.jobs),
-        "parse_rejects": len(parsed.rejects),
-        "skipped_other_days": parsed.skipped_other_days,
-        "skipped": dict(parsed.skipped),
-        "first_day": first_submit_day(parsed.jobs),
-        "notes": parsed.notes,
-    }
-
-
-def _parse_sacct_staged(lake: Lake, job_input: JobInput, local_path: str, staging: str) -> dict[str, Any]:
-    """:func:`parse_staged` for sacct in bounded memory: the rows come in batches, each masked
-    (:mod:`acme.secrets`) and appended to a local Parquet file that is then uploaded, so the
-    day's rows are never all in memory (the row order may differ from :func:`parse_job_input`'s
-    for a job id seen twice; validation and publishing do not depend on it)."""
+    """Parse the raw copy into the one staged copy (``parsed.parquet``, written from a local
+    Parquet file the rows stream into) and the parse rejects; returns the parse's accounting."""
     import os
     import tempfile
 
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from acme.secrets import redact_column
-    from acme.sources.sacct import parse_sacct_file
-
-    first_day: list[date] = []
-
-    def stage(jobs: pd.DataFrame) -> None:
-        jobs["job_name"] = redact_column(jobs["job_name"])
-        day = first_submit_day(jobs)
-        if day is not None:
-            first_day[:] = [min([day, *first_day])]
-        writer.write_table(_jobs_table(jobs))
-
-    with tempfile.TemporaryDirectory(prefix="acme-parse-") as folder:
+    with tempfile.TemporaryDirectory(prefix="acme-parse-") as folder, lake.local_file(raw) as local_path:
         local = os.path.join(folder, "parsed.parquet")
         with pq.ParquetWriter(local, job_arrow_schema(), compression="zstd", write_statistics=True) as writer:
-            summary = parse_sacct_file(
-                local_path, job_input.cluster, source_file=job_input.uri, fields=job_input.fields,
-                day=job_input.day, tz=job_input.timezone, delimiter=job_input.delimiter, on_jobs=stage,
-            )  # fmt: skip
+            parsed = parse_to_table(job_input, local_path, sink=writer)
         lake.upload_file(local, f"{staging}/parsed.parquet")
-    _redact_rejects(summary.rejects)
     lake.write_parquet(
-        f"{staging}/parse_rejects.parquet", pa.Table.from_pandas(summary.rejects, preserve_index=False)
+        f"{staging}/parse_rejects.parquet", pa.Table.from_pandas(parsed.rejects, preserve_index=False)
     )
-    return {
-        "layout": "sacct",
-        "rows_in": summary.rows_in,
-        "parsed": summary.rows_ok,
-        "parse_rejects": len(summary.rejects),
-        "skipped_other_days": summary.skipped_other_days,
-        "skipped": dict(summary.skipped),
-        "first_day": first_day[0] if first_day else None,
-        "notes": summary.notes,
-    }
+    return parsed.summary()
 
 
-def validate_staged(
+def publish_parsed(
     lake: Lake,
     job_input: JobInput,
     staging: str,
-    parsed: dict[str, Any],
+    summary: dict[str, Any],
     max_quarantine_share: float | None = None,
 ) -> dict[str, Any]:
-    """Validate the staged rows; write the input's quarantine; stage the accepted rows."""
-    from acme.schema import jobs_from_arrow
-    from acme.validate import validate_jobs
-
-    jobs = jobs_from_arrow(lake.read_parquet(f"{staging}/parsed.parquet"))
-    parse_rejects = lake.read_parquet(f"{staging}/parse_rejects.parquet").to_pandas().astype(REJECT_COLUMNS)
-    outcome = validate_jobs(jobs, layout=parsed["layout"], source_file=job_input.uri)
-    first_day = date.fromisoformat(str(parsed["first_day"])) if parsed.get("first_day") else None
-    quarantined, quarantine_url = record_input_outcome(
-        lake, job_input, parse_rejects, outcome, first_day,
-        parsed["rows_in"] - parsed["skipped_other_days"] - sum((parsed.get("skipped") or {}).values()),
-        max_quarantine_share,
+    """Validate the staged rows, write the input's quarantine and report, publish, drop the staging."""
+    table = lake.read_parquet(f"{staging}/parsed.parquet")
+    rejects = lake.read_parquet(f"{staging}/parse_rejects.parquet").to_pandas().astype(REJECT_COLUMNS)
+    first_day = date.fromisoformat(summary["first_day"]) if summary.get("first_day") else None
+    parsed = Parsed(
+        None, rejects, summary["layout"], summary["rows_in"], summary["parsed"],
+        summary["skipped_other_days"], dict(summary.get("skipped") or {}), first_day, list(summary.get("notes") or []),
     )  # fmt: skip
-    lake.write_parquet(f"{staging}/accepted.parquet", _jobs_table(outcome.accepted))
-    lake.write_json(f"{staging}/validation.json", outcome.report)
-    return {"accepted": len(outcome.accepted), "quarantined": len(quarantined), "quarantine": quarantine_url}
-
-
-def publish_staged(lake: Lake, job_input: JobInput, staging: str) -> list[str]:
-    """Merge the staged accepted rows into their partitions, then drop the staging area.
-
-    A retry whose earlier try published but died while or after dropping the staging area (a killed
-    worker) finds nothing staged: it returns the partitions that record this input in their
-    ``_validation.json`` and finishes the drop.
-    """
-    from acme.schema import jobs_from_arrow
-
-    if not lake.exists(f"{staging}/accepted.parquet"):
-        partitions = partitions_holding(lake, job_input)
-        if not partitions:
-            raise InputError(
-                lake.url(staging),
-                "nothing staged and no partition holds this input: run its validate task again",
-            )
-        lake.delete_prefix(staging)
-        return partitions
-    accepted = jobs_from_arrow(lake.read_parquet(f"{staging}/accepted.parquet"))
-    report = lake.read_json(f"{staging}/validation.json", default={})
-    partitions = publish_jobs(lake, job_input, accepted, report)
-    # The staged rows go first: while they exist, the rest of the staging area (the report) does too.
-    lake.delete_prefix(f"{staging}/accepted.parquet")
+    done = validate_and_publish(lake, job_input, table, parsed, max_quarantine_share)
+    # The marker goes first: a retry never trusts a half-dropped staging area (it parses the raw copy again).
+    lake.delete_prefix(f"{staging}/parsed.json")
     lake.delete_prefix(staging)
-    return partitions
+    return done
 
 
-def partitions_holding(lake: Lake, job_input: JobInput) -> list[str]:
-    """URLs of the cluster's job partitions whose ``_validation.json`` records ``job_input``, by day."""
-    found = []
-    for key in lake.list(f"jobs/cluster={job_input.cluster}"):
-        if key.endswith("/_validation.json") and job_input.key in lake.read_json(key, {}).get("inputs", {}):
-            found.append(lake.url(key.removesuffix("_validation.json") + "jobs.parquet"))
-    return found
+def ingest_planned(
+    lake: Lake,
+    planned: dict[str, Any],
+    run_id: str,
+    max_quarantine_share: float | None = None,
+    bad_input: Callable[[], AbstractContextManager[Any]] = nullcontext,
+) -> dict[str, Any]:
+    """The DAG's ingest task for one planned input: extract → parse → validate → publish.
+
+    Retry points: ``raw.json`` (after the raw copy) and ``parsed.json`` (after the staged rows
+    and rejects), each written after the data it stands for; a retry resumes after the last one
+    present. Validation and publishing are redone whole by a retry (they replace what they
+    wrote), and the staging area is dropped last. ``bad_input`` wraps the steps after the copy,
+    where an input error is final (the same raw copy gives the same answer); a missing input
+    stays retryable (the data may not have arrived yet).
+    """
+    job_input = JobInput.from_dict(planned["input"])
+    staging = staging_prefix(run_id, job_input)
+    summary = lake.read_json(f"{staging}/parsed.json")
+    if summary is None:
+        raw = (lake.read_json(f"{staging}/raw.json") or {}).get("raw")
+        if raw is None:
+            raw = extract_job_input(lake, job_input, planned.get("command"))
+            lake.write_json(f"{staging}/raw.json", {"raw": raw})
+        with bad_input():
+            summary = parse_staged(lake, job_input, raw, staging)
+        lake.write_json(f"{staging}/parsed.json", summary)
+    with bad_input():
+        done = publish_parsed(lake, job_input, staging, summary, max_quarantine_share)
+    return {"cluster": job_input.cluster, "day": job_input.day.isoformat() if job_input.day else None, **done}
 
 
-def _jobs_table(jobs: pd.DataFrame):
+def _jobs_table(jobs: pd.DataFrame) -> pa.Table:
     import pyarrow as pa
 
     return pa.Table.from_pandas(jobs[list(JOB_COLUMNS)], schema=job_arrow_schema(), preserve_index=False)

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import IO, TYPE_CHECKING, Any, NamedTuple
 
 from acme.errors import InputError
-from acme.schema import JOB_COLUMNS, STATE_GROUPS
+from acme.jobs.schema import JOB_COLUMNS, STATE_GROUPS
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -25,7 +25,7 @@ REJECT_COLUMNS = {"source_file": "str", "source_line": "Int64", "reason": "str",
 
 @dataclass
 class ParseResult:
-    jobs: pd.DataFrame  # canonical columns, see acme.schema.JOB_COLUMNS
+    jobs: pd.DataFrame  # canonical columns, see acme.jobs.schema.JOB_COLUMNS
     rejects: pd.DataFrame  # REJECT_COLUMNS: the record as text and why it could not be parsed
     rows_in: int  # records seen (jobs, after folding Slurm steps into their job)
     skipped_other_days: int = 0  # records for other days when a day was asked for
@@ -117,7 +117,7 @@ def rejects_frame(records: list[dict[str, Any]]) -> pd.DataFrame:
 
 def first_submit_day(jobs: pd.DataFrame):
     """UTC day of the earliest time key (submit, else start, else end), or None when there is none."""
-    from acme.schema import time_key_column
+    from acme.jobs.schema import time_key_column
 
     first = time_key_column(jobs).min() if len(jobs) else None
     return None if first is None or first != first else first.date()

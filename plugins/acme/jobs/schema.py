@@ -56,8 +56,6 @@ TERMINAL_STATES = tuple(s for s in STATES if s != "RUNNING")
 
 JOB_TYPES = ("Eval", "Pretrain", "SFT", "MLLM", "Debug", "Other", "CPU")
 
-SOURCES = ("acmetrace", "sacct", "k8s")
-
 # Canonical columns in their order, with the pandas dtype each has after parsing.
 JOB_COLUMNS: dict[str, str] = {
     "cluster": "str",

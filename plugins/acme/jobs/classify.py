@@ -12,7 +12,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from acme.errors import ConfigError
-from acme.schema import JOB_TYPES
+from acme.jobs.schema import JOB_TYPES
 
 
 @dataclass(frozen=True)

@@ -25,8 +25,8 @@ from typing import TYPE_CHECKING
 
 from acme import config
 from acme.errors import InputError, SchemaDriftError
-from acme.schema import JOB_COLUMNS, STATE_GROUPS
-from acme.sources.base import REJECT_COLUMNS, ParseResult, first_submit_day
+from acme.jobs.schema import JOB_COLUMNS, STATE_GROUPS
+from acme.jobs.base import REJECT_COLUMNS, ParseResult, first_submit_day
 
 if TYPE_CHECKING:
     import numpy as np
@@ -236,7 +236,7 @@ def _to_pandas(rows) -> pd.DataFrame:
 def _canonical(frame: pd.DataFrame) -> pd.DataFrame:
     import numpy as np
 
-    # AcmeTrace counts whole GPUs only: gpu_share is null (see acme.schema).
+    # AcmeTrace counts whole GPUs only: gpu_share is null (see acme.jobs.schema).
     frame = frame.assign(state_group=frame["state"].map(STATE_GROUPS), gpu_share=np.full(len(frame), np.nan))
     return frame[list(JOB_COLUMNS)]
 
@@ -282,3 +282,13 @@ def _blank_lines(data) -> list[int]:
         counted = position + 1
         blank.append(newlines + 1)
     return blank
+
+
+def parse_input(job_input, local_path: str | Path) -> tuple[ParseResult, str]:
+    """The format registry's entry point (:mod:`acme.jobs.formats`): the layout is detected."""
+    local_path = str(local_path)
+    layout = detect_layout(local_path, job_input.uri)
+    result = parse_acmetrace(
+        local_path, job_input.cluster, source_file=job_input.uri, day=job_input.day, layout=layout
+    )
+    return result, layout
