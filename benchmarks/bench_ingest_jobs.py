@@ -213,7 +213,9 @@ def main() -> None:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=2) + "\n")
     m = side["median"]
-    print(f"trace: {trace.stat().st_size / 1e6:.0f} MB, {side['rounds'][0]['cli_new']['rows']} jobs published")
+    print(
+        f"trace: {trace.stat().st_size / 1e6:.0f} MB, {side['rounds'][0]['cli_new']['rows']} jobs published"
+    )
     print(f"duckdb csv→parquet: median {m['duckdb']['wall_s']:.2f} s, {m['duckdb']['peak_rss_mb']:.0f} MB")
     for name in trees:
         cli = m[f"cli_{name}"]
@@ -222,10 +224,14 @@ def main() -> None:
     print(f"floor (imports only): median {m['floor']['wall_s']:.2f} s, {m['floor']['peak_rss_mb']:.0f} MB")
     if "nightly_partition" in report:
         nightly = report["nightly_partition"]
-        print(f"nightly partition of {nightly['jobs']} jobs: median {nightly['median_total_s']:.3f} s (target 1 s)")
+        print(
+            f"nightly partition of {nightly['jobs']} jobs: median {nightly['median_total_s']:.3f} s (target 1 s)"
+        )
     for name, result in report.get("validation_options", {}).get("options", {}).items():
         print(f"validation, {name}: median {result['median_s']:.2f} s")
-    print(f"load average before/after: {report['machine']['load_avg']} / {report['machine']['load_avg_after']}")
+    print(
+        f"load average before/after: {report['machine']['load_avg']} / {report['machine']['load_avg_after']}"
+    )
     print(f"written: {args.out}")
 
 

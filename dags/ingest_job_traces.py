@@ -38,7 +38,9 @@ from acme_airflow.params import manual_run_params
     tags=[Tag.INGEST, Tag.JOBS, Tag.NIGHTLY],
     doc_md=__doc__,
     description="Nightly: each cluster's scheduler records of a UTC day → validated job partitions, exactly once",
-    params=manual_run_params(list(FORMAT_NAMES), "Path or URL of a file to ingest instead of the configured one."),
+    params=manual_run_params(
+        list(FORMAT_NAMES), "Path or URL of a file to ingest instead of the configured one."
+    ),
 )
 def ingest_job_traces():
     @task

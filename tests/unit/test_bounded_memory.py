@@ -22,13 +22,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from acme.jobs.classify import load_classifier
 from acme.errors import InputError
-from acme.metrics.catalog import load_catalog
-from acme.metrics.exposition import parse_exposition, parse_exposition_file
 from acme.jobs import sacct as sacct_module
 from acme.jobs.base import LONG_LINE_HEAD_BYTES, check_input_size, iter_raw_lines
+from acme.jobs.classify import load_classifier
 from acme.jobs.sacct import DEFAULT_FIELDS, parse_sacct, parse_sacct_file, read_sacct_file
+from acme.metrics.catalog import load_catalog
+from acme.metrics.exposition import parse_exposition, parse_exposition_file
 
 PLUGINS = Path(__file__).resolve().parents[2] / "plugins"
 HEADER = "|".join(DEFAULT_FIELDS)
@@ -446,7 +446,7 @@ def test_sacct_staged_in_batches_equals_the_parse_in_memory(tmp_path, monkeypatc
     whole, _ = parse_job_input(job_input, lake.path("raw/x.txt"))
     assert staged["rows_in"] == whole.rows_in and staged["parsed"] == len(whole.jobs) > 1000
     assert staged["parse_rejects"] == len(whole.rejects) and staged["notes"] == whole.notes
-    assert staged["first_day"] == min(whole.jobs["submit_time"]).date()
+    assert staged["first_day"] == min(whole.jobs["submit_time"]).date().isoformat()  # JSON-ready
     table = lake.read_parquet("staging/run/parsed.parquet")
     assert table.num_rows == len(whole.jobs) and table.schema.equals(_jobs_table(whole.jobs).schema)
     assert table.sort_by("source_line").equals(_jobs_table(whole.jobs).sort_by("source_line"))

@@ -6,9 +6,9 @@ import pytest
 
 from acme.clusters import METRIC_FORMATS, load_clusters, selected_clusters
 from acme.errors import ConfigError
+from acme.jobs.formats import FORMAT_NAMES as SOURCES
 from acme.jobs.ingest import plan_job_inputs
 from acme.metrics.ingest import plan_metric_inputs
-from acme.jobs.formats import FORMAT_NAMES as SOURCES
 
 
 def test_the_bundled_configuration_loads():

@@ -10,10 +10,10 @@ import pyarrow.parquet as pq
 import pytest
 
 from acme.errors import QuarantineThresholdError
-from acme.jobs.ingest import JobInput, ingest_job_file, merge_job_tables
-from acme.lake import Lake
-from acme.jobs.schema import job_arrow_schema, jobs_from_arrow
 from acme.jobs.acmetrace import KALOS_COLUMNS
+from acme.jobs.ingest import JobInput, ingest_job_file, merge_job_tables
+from acme.jobs.schema import job_arrow_schema, jobs_from_arrow
+from acme.lake import Lake
 
 
 @pytest.fixture

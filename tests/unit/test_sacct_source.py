@@ -15,10 +15,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from acme.jobs.classify import JobTypeClassifier, JobTypeRule, load_classifier
 from acme.errors import ConfigError, InputError, SchemaDriftError
-from acme.jobs.schema import JOB_COLUMNS, STATES
 from acme.jobs import sacct as sacct_module
+from acme.jobs.classify import JobTypeClassifier, JobTypeRule, load_classifier
 from acme.jobs.sacct import (
     DEFAULT_FIELDS,
     LIVE_STATES,
@@ -30,6 +29,7 @@ from acme.jobs.sacct import (
     run_sacct,
     sacct_command,
 )
+from acme.jobs.schema import JOB_COLUMNS, STATES
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "sacct"
 

@@ -25,8 +25,8 @@ from typing import TYPE_CHECKING
 
 from acme import config
 from acme.errors import InputError, SchemaDriftError
-from acme.jobs.schema import JOB_COLUMNS, STATE_GROUPS
 from acme.jobs.base import REJECT_COLUMNS, ParseResult, first_submit_day
+from acme.jobs.schema import JOB_COLUMNS, STATE_GROUPS
 
 if TYPE_CHECKING:
     import numpy as np

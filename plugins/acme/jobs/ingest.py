@@ -467,7 +467,9 @@ def extract_job_input(lake: Lake, job_input: JobInput, command: Sequence[str] | 
     """Copy the day's input (or run the format's live command) into the lake's raw area; returns its key."""
     key = raw_key(job_input)
     if command:
-        lake.write_bytes(key, job_format(job_input.format, job_input.uri).load().live_export(job_input, command))
+        lake.write_bytes(
+            key, job_format(job_input.format, job_input.uri).load().live_export(job_input, command)
+        )
         return key
     import fsspec
 

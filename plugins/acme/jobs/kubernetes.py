@@ -336,7 +336,9 @@ class _Parse:
                 self.skip(str(exc))
         items, superseded = _latest_snapshots(items)
         if superseded:
-            self.notes.append(f"{_n(superseded, 'older snapshot')} of an object folded into its latest snapshot")
+            self.notes.append(
+                f"{_n(superseded, 'older snapshot')} of an object folded into its latest snapshot"
+            )
         return items
 
     def workload_objects(self, items: list[_Item]) -> dict[tuple, _Object]:
@@ -346,7 +348,8 @@ class _Parse:
         present_uids = {
             uid
             for i in items
-            if (i.kind != "Object" or i.obj.get("kind") != "Workload") and isinstance(i.obj.get("metadata"), dict)
+            if (i.kind != "Object" or i.obj.get("kind") != "Workload")
+            and isinstance(i.obj.get("metadata"), dict)
             if isinstance(uid := i.obj["metadata"].get("uid"), str)
         }
         objects: dict[tuple, _Object] = {}
@@ -765,7 +768,9 @@ def _pod_gpus(meta: _Meta, spec: dict) -> tuple[int, Decimal | None, Decimal, bo
                 gpu += int(count)
                 equiv += int(count) * _gpu_equivalent(key, {}, "annotations")
     if gpu == 0 and GPU_FRACTION_ANNOTATION in meta.annotations:
-        fraction = _quantity(meta.annotations[GPU_FRACTION_ANNOTATION], f"annotation {GPU_FRACTION_ANNOTATION}")
+        fraction = _quantity(
+            meta.annotations[GPU_FRACTION_ANNOTATION], f"annotation {GPU_FRACTION_ANNOTATION}"
+        )
         if fraction > 0:
             return math.ceil(fraction), cpu, fraction, True
     return gpu, cpu, equiv, False
@@ -773,9 +778,13 @@ def _pod_gpus(meta: _Meta, spec: dict) -> tuple[int, Decimal | None, Decimal, bo
 
 def _container_statuses(status: dict, spec: dict) -> list[dict]:
     """Init containers first, then the app containers in the order of the spec."""
-    app = [s for s in _list(status.get("containerStatuses"), "status.containerStatuses") if isinstance(s, dict)]
+    app = [
+        s for s in _list(status.get("containerStatuses"), "status.containerStatuses") if isinstance(s, dict)
+    ]
     init = [
-        s for s in _list(status.get("initContainerStatuses"), "status.initContainerStatuses") if isinstance(s, dict)
+        s
+        for s in _list(status.get("initContainerStatuses"), "status.initContainerStatuses")
+        if isinstance(s, dict)
     ]
     return init + _in_spec_order(app, spec)
 

@@ -122,16 +122,14 @@ import shlex
 import subprocess
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from dataclasses import field as dataclass_field
 from datetime import UTC, date, datetime, time, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-import numpy as np
-
 from acme.errors import ConfigError, InputError, SchemaDriftError
-from acme.jobs.schema import JOB_COLUMNS, STATES
 from acme.jobs.base import (
     CHUNK_BYTES,
     MAX_LINE_BYTES,
@@ -143,6 +141,7 @@ from acme.jobs.base import (
     long_line_reason,
     rejects_frame,
 )
+from acme.jobs.schema import JOB_COLUMNS, STATES
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -546,7 +545,9 @@ class _Layout:
     def n_fields(self) -> int:
         return len(self.names)
 
-    def data_lines(self, read_lines: Callable[[], Iterator[tuple[int, str, int]]]) -> Iterator[tuple[int, str, int]]:
+    def data_lines(
+        self, read_lines: Callable[[], Iterator[tuple[int, str, int]]]
+    ) -> Iterator[tuple[int, str, int]]:
         data_from = self.data_from
         for line_no, raw, too_long in read_lines():
             if raw[-1:] == "\r":  # CRLF line ends; physical line numbers stay the same
@@ -651,13 +652,21 @@ def _line_classifier(layout: _Layout, max_line_bytes: int) -> Callable[[str, int
 class _Index:
     """The first pass's findings (see :func:`_parse`)."""
 
-    last_line: dict[str, int] = field(default_factory=dict)  # job id -> its last job line
-    first_line_of: dict[str, int] = field(default_factory=dict)  # job id -> first job line, if seen twice
-    early_steps: dict[str, list[tuple[int, str, str]]] = field(default_factory=dict)  # before their job
-    far_steps: dict[str, list[tuple[int, str, str]]] = field(default_factory=dict)  # far after their job
+    last_line: dict[str, int] = dataclass_field(default_factory=dict)  # job id -> its last job line
+    first_line_of: dict[str, int] = dataclass_field(
+        default_factory=dict
+    )  # job id -> first job line, if seen twice
+    early_steps: dict[str, list[tuple[int, str, str]]] = dataclass_field(
+        default_factory=dict
+    )  # before their job
+    far_steps: dict[str, list[tuple[int, str, str]]] = dataclass_field(
+        default_factory=dict
+    )  # far after their job
 
 
-def _index_lines(lines: Iterator[tuple[int, str, int]], classify: Callable[[str, int], tuple[str, str, str]]) -> _Index:
+def _index_lines(
+    lines: Iterator[tuple[int, str, int]], classify: Callable[[str, int], tuple[str, str, str]]
+) -> _Index:
     index = _Index()
     last_line, first_line_of = index.last_line, index.first_line_of
     for line_no, raw, too_long in lines:
@@ -695,12 +704,16 @@ class _Build:
         self.window: dict[str, _Job] = {}  # job lines not built yet, in line order
 
     def reject(self, line_no: int, reason: str, raw: str) -> None:
-        self.rejects.append({"source_file": self.source_file, "source_line": line_no, "reason": reason, "record": raw})
+        self.rejects.append(
+            {"source_file": self.source_file, "source_line": line_no, "reason": reason, "record": raw}
+        )
 
     def skip(self, reason: str) -> None:
         self.skipped[reason] = self.skipped.get(reason, 0) + 1
 
-    def run(self, lines: Iterator[tuple[int, str, int]], classify: Callable[[str, int], tuple[str, str, str]]) -> None:
+    def run(
+        self, lines: Iterator[tuple[int, str, int]], classify: Callable[[str, int], tuple[str, str, str]]
+    ) -> None:
         last_line, window = self.index.last_line, self.window
         for line_no, raw, too_long in lines:
             if "\ufffd" in raw:
@@ -719,7 +732,9 @@ class _Build:
                 self.job_line(base, line_no, raw, last)
             elif last is None:
                 self.rows_in += 1
-                self.reject(line_no, f"orphan step {base}.{step}: job {base} has no job line in this input", raw)
+                self.reject(
+                    line_no, f"orphan step {base}.{step}: job {base} has no job line in this input", raw
+                )
             elif last < line_no <= last + _STEP_WINDOW:
                 window[base].steps.append((step, raw))
             # else: an early step (held in the index) or a far one (ditto), or a step between two
@@ -798,7 +813,8 @@ def _in_first_line_order(frames: list[pd.DataFrame], first_line_of: dict[str, in
     import numpy as np
 
     first_lines = [
-        first_line_of.get(job_id, line) for job_id, line in zip(frame["job_id"], frame["source_line"], strict=True)
+        first_line_of.get(job_id, line)
+        for job_id, line in zip(frame["job_id"], frame["source_line"], strict=True)
     ]
     order = np.argsort(np.asarray(first_lines, dtype=np.int64), kind="stable")
     return frame.iloc[order].reset_index(drop=True)
@@ -913,7 +929,12 @@ def _build_jobs(
         values, errors = batch.values(k)
         if errors:
             rejects.append(
-                {"source_file": source_file, "source_line": job.line, "reason": "; ".join(errors), "record": job.raw}
+                {
+                    "source_file": source_file,
+                    "source_line": job.line,
+                    "reason": "; ".join(errors),
+                    "record": job.raw,
+                }
             )
             continue
         node_num, cpu_num, exit_code, tres, seconds = values
@@ -945,6 +966,8 @@ class _Batch:
         self, items: list[tuple[str, _Job]], split: Any, col: dict[str, int], zone_name: str,
         time_notes: dict[tuple[str, str], int],
     ) -> None:  # fmt: skip
+        import numpy as np
+
         columns = list(zip(*(split(job.raw) for _, job in items), strict=True)) if items else []
 
         def column(name: str) -> Sequence[str | None]:
@@ -970,12 +993,18 @@ class _Batch:
         self.raw_req = column("reqtres")  # the request only counts where nothing was allocated
         self.req_cache: dict[str | None, Any] = {}
         self.raw_nodelist = column("nodelist")
-        self.raw_user, self.raw_name, self.raw_partition = column("user"), column("jobname"), column("partition")
+        self.raw_user, self.raw_name, self.raw_partition = (
+            column("user"),
+            column("jobname"),
+            column("partition"),
+        )
 
     def _times_from_elapsed(self, col: dict[str, int], time_notes: dict[tuple[str, str], int]) -> None:
         """End = Start + Elapsed for a job that ended without an End (the field is not in the
         export, or sacct prints Unknown: a cancelled job whose end slurmdbd never recorded);
         Start = End − Elapsed when the export has End but no Start."""
+        import numpy as np
+
         start, end = self.start, self.end
         ended = np.array([st[0] not in (None, "RUNNING", "PENDING") for st in self.states], dtype=bool)
         no_end = ended & np.isnat(end) & ~np.isnat(start) & ~self.end_bad
@@ -1036,6 +1065,7 @@ def _batch_frame(
     out: dict[str, list[Any]], keep: list[int], batch: _Batch, cluster: str, source_file: str, classifier: Any
 ) -> pd.DataFrame:
     """The kept rows as a canonical frame: names, users, job types, times and constants added."""
+    import numpy as np
     import pandas as pd
 
     n = len(keep)
@@ -1356,4 +1386,6 @@ def live_export(job_input: Any, command: Sequence[str]) -> bytes:
     """Run the cluster's sacct for the input's day (``--parsable2``, ``|``-delimited)."""
     if job_input.day is None:
         raise InputError(job_input.uri, "live sacct needs a day")
-    return run_sacct(job_input.day, command, fields=job_input.fields or DEFAULT_FIELDS, tz=job_input.timezone).encode()
+    return run_sacct(
+        job_input.day, command, fields=job_input.fields or DEFAULT_FIELDS, tz=job_input.timezone
+    ).encode()

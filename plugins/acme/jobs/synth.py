@@ -525,8 +525,6 @@ def _generate(cluster: str, start: dt.date, days: int, scale: float, seed: int) 
     }
 
 
-
-
 def _checked_args(cluster: str, start: dt.date, days: int, scale: float) -> tuple[dt.date, int]:
     if cluster not in _PARAMS:
         raise ValueError(f"unknown cluster {cluster!r}: expected one of {sorted(_PARAMS)}")
@@ -540,7 +538,12 @@ def _checked_args(cluster: str, start: dt.date, days: int, scale: float) -> tupl
 
 
 def _volume(
-    rng: np.random.Generator, p: dict[str, Any], specs: list[dict[str, Any]], start: dt.date, days: int, scale: float
+    rng: np.random.Generator,
+    p: dict[str, Any],
+    specs: list[dict[str, Any]],
+    start: dt.date,
+    days: int,
+    scale: float,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
     """Jobs per UTC day, their types, bursts, users and submit times, in submit order."""
     import numpy as np

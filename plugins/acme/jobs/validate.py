@@ -62,7 +62,9 @@ def validate_jobs(jobs: pd.DataFrame, *, layout: str, source_file: str) -> Valid
     """Run the job suite for ``layout`` (seren, kalos, sacct, k8s) over a canonical frame."""
     missing = [c for c in JOB_COLUMNS if c not in jobs.columns]
     if missing:
-        raise SchemaDriftError(source_file, f"parsed job records lack the canonical column(s) {', '.join(missing)}")
+        raise SchemaDriftError(
+            source_file, f"parsed job records lack the canonical column(s) {', '.join(missing)}"
+        )
     jobs = jobs.reset_index(drop=True)
     reasons, report = _suite(jobs[validated_columns(layout)], layout, source_file)
     bad = sorted(reasons)
@@ -90,7 +92,9 @@ def validate_job_table(table: pa.Table, *, layout: str, source_file: str) -> Tab
             for f in table.schema
             if f.type != expected.field(f.name).type
         ]
-        raise SchemaDriftError(source_file, f"parsed job records do not match the canonical schema: {'; '.join(drift)}")
+        raise SchemaDriftError(
+            source_file, f"parsed job records do not match the canonical schema: {'; '.join(drift)}"
+        )
     reasons, report = _suite(_narrow_frame(table, validated_columns(layout)), layout, source_file)
     bad = sorted(reasons)
     if not bad:
@@ -98,7 +102,9 @@ def validate_job_table(table: pa.Table, *, layout: str, source_file: str) -> Tab
     keep = np.ones(table.num_rows, dtype=bool)
     keep[bad] = False
     rejected_rows = table.take(pa.array(bad)).to_pandas(types_mapper=_nullable_ints)
-    return TableOutcome(table.filter(pa.array(keep)), _rejected(rejected_rows, bad, reasons, source_file), report)
+    return TableOutcome(
+        table.filter(pa.array(keep)), _rejected(rejected_rows, bad, reasons, source_file), report
+    )
 
 
 def _nullable_ints(arrow_type):
@@ -115,10 +121,10 @@ def _narrow_frame(table: pa.Table, columns: list[str]) -> pd.DataFrame:
 def _suite(frame: pd.DataFrame, layout: str, source_file: str) -> tuple[dict[int, list[str]], dict[str, Any]]:
     """Run the suite over the (narrow) frame: the failed reasons per row index, and the report."""
     rules = layout_rules(layout)
-    derived = _with_derived_columns(
-        frame, rules.duration_basis, gpu_num_required="gpu_num" in rules.required
+    derived = _with_derived_columns(frame, rules.duration_basis, gpu_num_required="gpu_num" in rules.required)
+    results = _run_suite(
+        derived, build_job_expectations(layout, list(frame.columns)), suite_name=f"jobs_{layout}"
     )
-    results = _run_suite(derived, build_job_expectations(layout, list(frame.columns)), suite_name=f"jobs_{layout}")
     table_failures = [r for r in results if not r["success"] and r["row_level"] is False]
     if table_failures:
         detail = "; ".join(f"{r['expectation']}({r['column']}): {r['observed']}" for r in table_failures)

@@ -132,8 +132,8 @@ def parse_wide_csv(
     import pyarrow as pa
     import pyarrow.csv as pacsv
 
-    from acme.metrics.storage import DAY_MS, Samples, day_start_ms, series_frame
     from acme.jobs.base import rejects_frame
+    from acme.metrics.storage import DAY_MS, Samples, day_start_ms, series_frame
 
     path = str(path)
     source_file = source_file or path

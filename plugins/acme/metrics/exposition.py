@@ -258,8 +258,8 @@ def _parse_lines(
     """``lines``: (line number, text without its \\n, byte length if above the limit else 0)."""
     import numpy as np
 
-    from acme.metrics.storage import Samples, series_frame
     from acme.jobs.base import long_line_reason, rejects_frame
+    from acme.metrics.storage import Samples, series_frame
 
     ts_factor = 1000 if openmetrics else 1
     wanted = catalog.by_exporter_name()

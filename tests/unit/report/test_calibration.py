@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import pytest
 
+from acme.jobs.synth import CALIBRATION
 from acme.report.characterize import characterize
 from acme.report.periods import parse_period
-from acme.jobs.synth import CALIBRATION
 from tests.unit.report.conftest import DAYS
 
 
