@@ -32,6 +32,7 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.parse
 import urllib.request
 import uuid
 from datetime import date, datetime, timedelta
@@ -117,6 +118,34 @@ def backfill_runs(api: Api) -> list[dict]:
         runs += page
         if len(page) < 100:
             return runs
+
+
+def task_timings(api: Api, runs: list[dict]) -> dict[str, dict[str, float]]:
+    """Per task id, over every run: the median time a task instance ran (start → end, which includes
+    its process start and imports) and waited (queued → start: scheduling and a free worker slot)."""
+    import statistics
+
+    ran: dict[str, list[float]] = {}
+    waited: dict[str, list[float]] = {}
+    for run in runs:
+        path = f"/api/v2/dags/ingest_job_traces/dagRuns/{urllib.parse.quote(run['dag_run_id'])}/taskInstances"
+        for ti in api.call("GET", path)["task_instances"]:
+            if ti.get("start_date") and ti.get("end_date"):
+                start = datetime.fromisoformat(ti["start_date"])
+                ran.setdefault(ti["task_id"], []).append(
+                    (datetime.fromisoformat(ti["end_date"]) - start).total_seconds()
+                )
+                if ti.get("queued_when"):
+                    queued = datetime.fromisoformat(ti["queued_when"])
+                    waited.setdefault(ti["task_id"], []).append((start - queued).total_seconds())
+    return {
+        task: {
+            "instances": len(times),
+            "ran_median_s": round(statistics.median(times), 2),
+            "waited_median_s": round(statistics.median(waited.get(task, [0.0])), 2),
+        }
+        for task, times in ran.items()
+    }
 
 
 def count_published(settings: StackSettings, cluster: str, day: str) -> tuple[int, int]:
@@ -248,6 +277,7 @@ def main() -> None:
                 "max": max(sampler.load),
             },
             "every_job_published_exactly_once": exact,
+            "tasks": task_timings(api, runs),
         }
         print(json.dumps(result, indent=1))
         name = (

@@ -154,9 +154,42 @@ def parse_job_input(job_input: JobInput, local_path: str | Path) -> tuple[ParseR
 
     parser = job_format(job_input.format, job_input.uri).load()
     result, layout = parser.parse_input(job_input, str(local_path))
-    result.jobs["job_name"] = redact_column(result.jobs["job_name"])
+    if _is_table(result.jobs):  # a parser that builds Arrow itself (AcmeTrace)
+        result.jobs = _redact_names(result.jobs)
+    else:
+        result.jobs["job_name"] = redact_column(result.jobs["job_name"])
     _redact_rejects(result.rejects)
     return result, layout
+
+
+def _is_table(jobs: Any) -> bool:
+    import pyarrow as pa
+
+    return isinstance(jobs, pa.Table)
+
+
+def _redact_names(table: pa.Table) -> pa.Table:
+    """:func:`acme.secrets.redact_column` over an Arrow table's job names (none: no work)."""
+    import pyarrow as pa
+
+    from acme.secrets import redact_column
+
+    names = table["job_name"]
+    if names.null_count == len(names):
+        return table
+    redacted = redact_column(names.to_pandas())
+    index = table.schema.get_field_index("job_name")
+    return table.set_column(index, table.schema.field(index), pa.array(redacted, pa.large_string()))
+
+
+def _first_day(table: pa.Table) -> date | None:
+    """UTC day of the earliest time key (submit, else start, else end), or None."""
+    import pyarrow.compute as pc
+
+    if table.num_rows == 0:
+        return None
+    first = pc.min(pc.coalesce(table["submit_time"], table["start_time"], table["end_time"])).as_py()
+    return None if first is None else first.date()
 
 
 def _redact_rejects(rejects: pd.DataFrame) -> None:
@@ -174,12 +207,13 @@ def parse_to_table(job_input: JobInput, local_path: str | Path, sink: Any = None
     if sink is not None and hasattr(parser, "stream_input"):
         return _stream_to_sink(parser, job_input, local_path, sink)
     result, layout = parse_job_input(job_input, local_path)
-    table = _jobs_table(result.jobs)
+    table = result.jobs if _is_table(result.jobs) else _jobs_table(result.jobs)
+    result.jobs = None  # the table is the one copy of the rows from here on
     if sink is not None:
         sink.write_table(table)
     return Parsed(
-        None if sink is not None else table, result.rejects, layout, result.rows_in, len(result.jobs),
-        result.skipped_other_days, dict(result.skipped), first_submit_day(result.jobs), list(result.notes),
+        None if sink is not None else table, result.rejects, layout, result.rows_in, table.num_rows,
+        result.skipped_other_days, dict(result.skipped), _first_day(table), list(result.notes),
     )  # fmt: skip
 
 
