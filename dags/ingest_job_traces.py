@@ -2,15 +2,33 @@
 ### Nightly job-trace ingest
 
 For each configured cluster (`include/config/clusters.yaml`) and the run's day (its data
-interval, a UTC day): **extract** the day's scheduler records (AcmeTrace CSV, Slurm `sacct`,
-Kubernetes JSON) into the lake's raw area → **parse** them into the canonical job record →
-**validate** with great-expectations (bad rows to quarantine with their reasons; the run
-fails when more than `ACME_QUARANTINE_MAX_SHARE` of an input is bad) → **publish** each
-job into the partition of its submit day, merged by job id, and update the
-`acme_job_traces` Asset.
+interval, a UTC day): **plan** the inputs, then one **ingest** task per input: copy the day's
+scheduler records (AcmeTrace CSV, Slurm `sacct`, Kubernetes JSON/YAML) into the lake's raw area →
+parse them into the canonical job record (one staged Parquet copy) → validate with
+great-expectations (bad rows to quarantine with their reasons; the run fails when more than
+`ACME_QUARANTINE_MAX_SHARE` of an input is bad) → publish each job into the partition of its
+time-key day, merged by job id, and update the `acme_job_traces` Asset.
 
 Re-runs, retries and backfills rewrite instead of duplicating: every job is in the lake
 exactly once, with its newest state.
+
+**Why two tasks and not five.** Each task costs a process start, the imports and a trip
+through the scheduler; one nightly partition is well under a second of compute. Measured on
+`make stack` (`benchmarks/bench_stack_backfill.py`, figures in `benchmarks/README.md`), that
+per-task cost is several seconds, so five tasks per run made a six-month backfill take
+58 minutes, almost all of it start-up. The boundaries that bought nothing were dropped:
+- *extract | parse*: a retry of the parse needs the raw copy, not a new task; the copy is a
+  retry point inside the task (`raw.json`, written after it), so a retry does not copy again.
+- *parse | validate | publish*: validation of the same staged rows gives the same answer (bad
+  input fails at once, `no_retry_for_bad_input`); the staged rows are the second retry point
+  (`parsed.json`), and validation and publishing are redone whole by a retry (they replace
+  what they wrote, under the partition's lock). Keeping validate apart would also have cost a
+  second copy of every row (`accepted.parquet`).
+- *plan | ingest* stays: it maps one task per cluster, so one cluster's bad day neither
+  blocks nor re-runs the others, and a manual run's parameters are checked once.
+A missing input (data not arrived yet) stays a retried error; only the steps after the copy
+turn bad input into a final failure. A SIGKILL at any point leaves the lake equal to a clean
+run after the retry (`tests/integration/test_sigkill_writers.py`).
 
 **Manual runs** (e.g. right after a crash, to see the day so far): set `day`, optionally
 `cluster`, and `source` + `input` to ingest a file exported by hand.
