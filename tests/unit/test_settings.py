@@ -25,7 +25,6 @@ NOT_YET_MOVED = {
     "plugins/acme/recovery/settings.py",
     "plugins/acme/report/ettr.py",
     "plugins/acme/report/settings.py",
-    "plugins/acme/sources/base.py",
     "plugins/acme_airflow/gpu_pod.py",
     "plugins/acme_airflow/llm.py",
 }
