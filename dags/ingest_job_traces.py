@@ -39,7 +39,7 @@ from __future__ import annotations
 
 from airflow.sdk import CronDataIntervalTimetable, dag, get_current_context, task
 
-from acme import config
+from acme import settings
 from acme.jobs.formats import FORMAT_NAMES
 from acme_airflow.assets import JOB_TRACES
 from acme_airflow.defaults import DEFAULT_ARGS, Tag
@@ -49,9 +49,9 @@ from acme_airflow.params import manual_run_params
 @dag(
     dag_id="ingest_job_traces",
     schedule=CronDataIntervalTimetable("@daily", timezone="UTC"),
-    start_date=config.start_date(),
-    catchup=config.catchup(),
-    max_active_runs=config.max_active_runs(),
+    start_date=settings.project().start_date,
+    catchup=settings.project().catchup,
+    max_active_runs=settings.project().max_active_runs,
     default_args=DEFAULT_ARGS,
     tags=[Tag.INGEST, Tag.JOBS, Tag.NIGHTLY],
     doc_md=__doc__,
@@ -71,12 +71,12 @@ def ingest_job_traces():
     @task(outlets=[JOB_TRACES], map_index_template="{{ planned['input']['cluster'] }}")
     def ingest(planned: dict) -> dict:
         from acme.jobs.ingest import ingest_planned
-        from acme_airflow.failures import no_retry_for_bad_input
-        from acme_airflow.lake import task_lake
+        from acme_airflow.tasks import lake_task
 
-        run_id = get_current_context()["run_id"]
-        summary = ingest_planned(task_lake(), planned, run_id, bad_input=no_retry_for_bad_input)
-        get_current_context()["outlet_events"][JOB_TRACES].extra = summary
+        context = get_current_context()
+        with lake_task() as lake:
+            summary = ingest_planned(lake, planned, context["run_id"])
+        context["outlet_events"][JOB_TRACES].extra = summary
         return summary
 
     ingest.expand(planned=plan_inputs())

@@ -470,5 +470,7 @@ def test_extract_refuses_an_input_above_the_limit_before_copying_it(tmp_path, mo
     monkeypatch.setenv("ACME_MAX_INPUT_BYTES", "8192")
     key = extract_job_input(lake, job_input)
     assert lake.read_bytes(key) == source.read_bytes()
-    with pytest.raises(InputError, match="no input for seren"):
+    from acme.errors import InputNotFoundError
+
+    with pytest.raises(InputNotFoundError, match="no input for seren"):
         extract_job_input(lake, JobInput("seren", "sacct", str(tmp_path / "missing.txt")))

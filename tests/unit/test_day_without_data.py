@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 
 from acme.errors import AcmeError, InputError
-from acme.jobs.ingest import JobInput, extract_job_input, ingest_job_file, ingest_planned
+from acme.jobs.ingest import JobInput, ingest_job_file, ingest_planned
 from acme.lake import Lake
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -114,39 +114,22 @@ def test_an_empty_re_export_is_idempotent(lake, tmp_path):
 
 
 def test_a_missing_input_is_a_retried_error_naming_the_file(lake, tmp_path):
-    """Data not arrived yet: ``extract`` raises an InputError naming the file; the DAG's ingest task
-    has retries and does not turn it into a final failure (only the steps after the copy do that)."""
+    """Data not arrived yet: the ingest raises an InputNotFoundError naming the file, which the DAG's
+    task retries (``lake_task`` makes only bad input final); an unusable input is an InputError."""
+    from acme.errors import InputNotFoundError
+
     missing = tmp_path / "2023-07-01.csv"
-    with pytest.raises(InputError) as raised:
-        extract_job_input(lake, JobInput("seren", "acmetrace", str(missing), SAMPLE_DAY))
+    planned = {"input": JobInput("seren", "acmetrace", str(missing), SAMPLE_DAY).to_dict(), "command": None}
+    with pytest.raises(InputNotFoundError) as raised:
+        ingest_planned(lake, planned, "manual__x")
+    assert not isinstance(raised.value, InputError), "a missing input must stay retryable"
     assert str(missing) in str(raised.value) and "no input for seren on 2023-07-01" in str(raised.value)
     assert snapshot(lake, "jobs") == {} and snapshot(lake, "validation") == {}
-
-    from contextlib import contextmanager
-
-    final = []
-
-    @contextmanager
-    def bad_input():  # what the DAG passes: records which errors it would make final
-        try:
-            yield
-        except InputError as exc:
-            final.append(exc)
-            raise
-
-    planned = {"input": JobInput("seren", "acmetrace", str(missing), SAMPLE_DAY).to_dict(), "command": None}
-    with pytest.raises(InputError, match="no input for seren"):
-        ingest_planned(lake, planned, "manual__x", bad_input=bad_input)
-    assert final == [], "a missing input must stay retryable"
     broken = tmp_path / "broken.csv"
     broken.write_text("not,an,acmetrace,header\n")
     planned["input"]["uri"] = str(broken)
     with pytest.raises(InputError):
-        ingest_planned(lake, planned, "manual__x", bad_input=bad_input)
-    assert len(final) == 1, "an unusable input is final"
-    from acme_airflow.defaults import DEFAULT_ARGS
-
-    assert DEFAULT_ARGS["retries"] >= 1
+        ingest_planned(lake, planned, "manual__x")
 
 
 def test_a_zero_byte_sacct_file_is_refused_naming_it(lake, tmp_path):

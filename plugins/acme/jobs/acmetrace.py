@@ -23,7 +23,7 @@ from datetime import date
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from acme import config
+from acme import settings
 from acme.errors import InputError, SchemaDriftError
 from acme.jobs.base import REJECT_COLUMNS, ParseResult, first_submit_day
 from acme.jobs.schema import JOB_COLUMNS, STATE_GROUPS
@@ -274,7 +274,7 @@ def _define_raw_view(con, path: str, columns: tuple[str, ...]) -> None:
 
 
 def _read_sql(name: str) -> str:
-    return (config.sql_dir() / "ingest" / name).read_text()
+    return (settings.project().sql_dir / "ingest" / name).read_text()
 
 
 _NOT_CONVERTIBLE = re.compile(r'Could not convert string "(?P<value>.*)" to')

@@ -133,14 +133,13 @@ def record_text(fields: dict[str, Any]) -> str:
 CHUNK_BYTES = 8 * 1024 * 1024  # read this much of a file at a time
 MAX_LINE_BYTES = 1024 * 1024  # a longer line is rejected (its first bytes kept), never held whole
 LONG_LINE_HEAD_BYTES = 1024  # what is kept of a line above the limit, for the reject's record
-DEFAULT_MAX_INPUT_BYTES = 1024**3
 
 
 def max_input_bytes() -> int:
     """Largest input a parser that holds its input whole accepts (``ACME_MAX_INPUT_BYTES``, 1 GiB)."""
-    from acme.config import env_number
+    from acme import settings
 
-    return int(env_number("ACME_MAX_INPUT_BYTES", DEFAULT_MAX_INPUT_BYTES, low=1, integer=True))
+    return settings.jobs().max_input_bytes
 
 
 def check_input_size(path: str | os.PathLike, source_file: str, limit: int | None = None) -> int:

@@ -22,14 +22,13 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Sequence
-from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from acme import config
-from acme.errors import InputError, QuarantineThresholdError
+from acme import lake_keys, settings
+from acme.errors import InputError, InputNotFoundError, QuarantineThresholdError
 from acme.jobs.base import REJECT_COLUMNS, ParseResult, first_submit_day
 from acme.jobs.formats import FORMAT_NAMES, job_format
 from acme.jobs.schema import JOB_COLUMNS, job_arrow_schema
@@ -251,8 +250,9 @@ def quarantine_frame(job_input: JobInput, rejects: pd.DataFrame, stage: str) -> 
 
 def input_artifact_key(area: str, job_input: JobInput, first_day: date | None, suffix: str) -> str:
     """Where a per-input artifact (quarantine, validation report) lives: by the run's day."""
-    day = job_input.day or first_day
-    return f"{area}/jobs/cluster={job_input.cluster}/date={day or 'undated'}/{job_input.key}{suffix}"
+    return lake_keys.job_input_artifact(
+        area, job_input.cluster, job_input.day or first_day, job_input.key + suffix
+    )
 
 
 def write_quarantine(
@@ -274,7 +274,7 @@ def check_quarantine_share(
     job_input: JobInput, rows_in: int, quarantined: pd.DataFrame, max_share: float | None = None
 ) -> None:
     """Fail the input when more than the allowed share of its rows was quarantined."""
-    max_share = config.quarantine_max_share() if max_share is None else max_share
+    max_share = settings.jobs().quarantine_max_share if max_share is None else max_share
     if rows_in == 0 or quarantined.empty:
         return
     share = len(quarantined) / rows_in
@@ -348,13 +348,13 @@ def publish_jobs(lake: Lake, job_input: JobInput, accepted: Any, report: dict[st
         start, stop = bound
         day_text = str(days[start])
         rows = table.slice(start, stop - start)
-        partition = f"jobs/cluster={job_input.cluster}/date={day_text}"
         with lake.lock(f"jobs-{job_input.cluster}-{day_text}"):
-            key = f"{partition}/jobs.parquet"
+            key = lake_keys.jobs_partition(job_input.cluster, day_text)
             existing = lake.read_parquet(key) if lake.exists(key) else None
             merged = merge_job_tables(existing, rows)
             url = lake.write_parquet(key, merged)
-            _record_validation(lake, partition, job_input, report, rows.num_rows, merged.num_rows)
+            record = lake_keys.jobs_validation_record(job_input.cluster, day_text)
+            _record_validation(lake, record, job_input, report, rows.num_rows, merged.num_rows)
         return url
 
     return [publish_day(bound) for bound in bounds]
@@ -403,10 +403,9 @@ def merge_job_tables(existing, incoming):
 
 
 def _record_validation(
-    lake: Lake, partition: str, job_input: JobInput, report: dict[str, Any], rows: int, partition_rows: int
+    lake: Lake, key: str, job_input: JobInput, report: dict[str, Any], rows: int, partition_rows: int
 ) -> None:
-    """Note in the partition's ``_validation.json`` which input wrote what, and its report."""
-    key = f"{partition}/_validation.json"
+    """Note in the partition's ``_validation.json`` (``key``) which input wrote what, and its report."""
     document = lake.read_json(key, default={"inputs": {}})
     document["inputs"][job_input.key] = {
         "input": job_input.uri,
@@ -486,15 +485,13 @@ def record_input_outcome(
 
 
 def staging_prefix(run_id: str, job_input: JobInput) -> str:
-    safe_run = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in run_id)
-    return f"staging/ingest_jobs/{safe_run}/{job_input.key}"
+    return f"{lake_keys.staging('ingest_jobs', run_id)}/{job_input.key}"
 
 
 def raw_key(job_input: JobInput) -> str:
     suffix = "".join(Path(job_input.uri.split("?")[0]).suffixes[-2:])
     suffix = suffix or job_format(job_input.format, job_input.uri).raw_suffix
-    day = job_input.day.isoformat() if job_input.day else "undated"
-    return f"raw/jobs/cluster={job_input.cluster}/date={day}/{job_input.key}{suffix}"
+    return lake_keys.raw_jobs(job_input.cluster, job_input.day, job_input.key + suffix)
 
 
 def extract_job_input(lake: Lake, job_input: JobInput, command: Sequence[str] | None = None) -> str:
@@ -517,7 +514,9 @@ def extract_job_input(lake: Lake, job_input: JobInput, command: Sequence[str] | 
         with fs.open(path, "rb") as handle:
             data = handle.read()
     except FileNotFoundError:
-        raise InputError(job_input.uri, f"no input for {job_input.cluster} on {job_input.day}") from None
+        raise InputNotFoundError(
+            job_input.uri, f"no input for {job_input.cluster} on {job_input.day}"
+        ) from None
     except OSError as exc:
         raise InputError(job_input.uri, f"cannot read: {exc}") from exc
     lake.write_bytes(key, data)
@@ -567,20 +566,16 @@ def publish_parsed(
 
 
 def ingest_planned(
-    lake: Lake,
-    planned: dict[str, Any],
-    run_id: str,
-    max_quarantine_share: float | None = None,
-    bad_input: Callable[[], AbstractContextManager[Any]] = nullcontext,
+    lake: Lake, planned: dict[str, Any], run_id: str, max_quarantine_share: float | None = None
 ) -> dict[str, Any]:
     """The DAG's ingest task for one planned input: extract → parse → validate → publish.
 
     Retry points: ``raw.json`` (after the raw copy) and ``parsed.json`` (after the staged rows
     and rejects), each written after the data it stands for; a retry resumes after the last one
     present. Validation and publishing are redone whole by a retry (they replace what they
-    wrote), and the staging area is dropped last. ``bad_input`` wraps the steps after the copy,
-    where an input error is final (the same raw copy gives the same answer); a missing input
-    stays retryable (the data may not have arrived yet).
+    wrote), and the staging area is dropped last. A missing input raises
+    :class:`~acme.errors.InputNotFoundError`, which Airflow retries (the data may not have
+    arrived yet); bad input raises an :class:`~acme.errors.InputError`, final.
     """
     job_input = JobInput.from_dict(planned["input"])
     staging = staging_prefix(run_id, job_input)
@@ -590,11 +585,9 @@ def ingest_planned(
         if raw is None:
             raw = extract_job_input(lake, job_input, planned.get("command"))
             lake.write_json(f"{staging}/raw.json", {"raw": raw})
-        with bad_input():
-            summary = parse_staged(lake, job_input, raw, staging)
+        summary = parse_staged(lake, job_input, raw, staging)
         lake.write_json(f"{staging}/parsed.json", summary)
-    with bad_input():
-        done = publish_parsed(lake, job_input, staging, summary, max_quarantine_share)
+    done = publish_parsed(lake, job_input, staging, summary, max_quarantine_share)
     return {"cluster": job_input.cluster, "day": job_input.day.isoformat() if job_input.day else None, **done}
 
 

@@ -50,7 +50,7 @@ PREEMPTED, TIMEOUT, NODE_FAIL, OUT_OF_MEMORY, RUNNING are kept. Outside that voc
   by its time limit), REVOKED -> CANCELLED (a federated sibling ran instead).
 - COMPLETING, CONFIGURING, RESIZING, SUSPENDED, STOPPED, SIGNALING, STAGE_OUT, REQUEUED,
   REQUEUE_FED, REQUEUE_HOLD -> RUNNING: the job was allocated and has not reached an end
-  state; a later extract supersedes it (``schema.state_rank``: terminal beats RUNNING).
+  state; a later extract supersedes it (``acme.jobs.ingest.merge_job_tables``: terminal beats RUNNING).
 - PENDING -> skipped and counted (``SKIP_PENDING``), not rejected: a pending job has no outcome
   and no start yet; it arrives in a later extract once it runs or ends. :func:`sacct_command` asks
   sacct for non-pending states only (``--state``), so live extracts carry none.
@@ -376,7 +376,9 @@ def parse_sacct(
         return ((number, line, 0) for number, line in enumerate(lines, 1))
 
     with _gc_paused():
-        return _parse(read_lines, cluster, source_file, fields, classifier, tz, delimiter)
+        result = _parse(read_lines, cluster, source_file, fields, classifier, tz, delimiter)
+    assert isinstance(result, ParseResult)  # no on_jobs: the rows are returned
+    return result
 
 
 def parse_sacct_file(
@@ -938,7 +940,8 @@ def _build_jobs(
             )
             continue
         node_num, cpu_num, exit_code, tres, seconds = values
-        node_list = None if _null(batch.raw_nodelist[k]) else batch.raw_nodelist[k].strip()
+        raw_nodes = batch.raw_nodelist[k]
+        node_list = None if raw_nodes is None or _null(raw_nodes) else raw_nodes.strip()
         if job.steps and (node_list is None or exit_code is None or tres is None or not cpu_num):
             steps = [(step, split(raw)) for step, raw in job.steps]
             node_list, exit_code, tres, cpu_num = _fill_from_steps(
@@ -1074,7 +1077,7 @@ def _batch_frame(
     partitions = [batch.raw_partition[k] or None for k in keep]
     out["job_name"] = names
     raw_user = batch.raw_user
-    out["user"] = [raw_user[k].strip() or None if raw_user[k] is not None else None for k in keep]
+    out["user"] = [(user.strip() or None) if (user := raw_user[k]) is not None else None for k in keep]
     out["job_type"] = _classify_all(classifier, names, partitions, out["gpu_num"])
     out["cluster"] = [cluster] * n
     out["source"] = [SOURCE] * n
@@ -1218,7 +1221,7 @@ def _canonical_state(text: str | None) -> tuple[str | None, str | None]:
 
 
 def _parse_count(text: str | None, field: str) -> tuple[int | None, str | None]:
-    if _null(text):
+    if text is None or _null(text):
         return None, None
     value = text.strip()
     if _INT_RE.fullmatch(value):
@@ -1227,7 +1230,7 @@ def _parse_count(text: str | None, field: str) -> tuple[int | None, str | None]:
 
 
 def _parse_exit(text: str | None) -> tuple[int | None, str | None]:
-    if _null(text):
+    if text is None or _null(text):
         return None, None
     match = _EXIT_RE.fullmatch(text.strip())
     if match is None:
@@ -1240,7 +1243,7 @@ def _parse_tres(text: str | None) -> tuple[tuple[int | None, int | None, int | N
 
     (None, None) for an empty TRES.
     """
-    if _null(text):
+    if text is None or _null(text):
         return None, None
     untyped: int | None = None
     typed: int | None = None
@@ -1273,7 +1276,7 @@ def _parse_tres(text: str | None) -> tuple[tuple[int | None, int | None, int | N
 
 
 def _parse_times(
-    values: list[str | None], zone_name: str, time_notes: dict[tuple[str, str], int], field: str
+    values: Sequence[str | None], zone_name: str, time_notes: dict[tuple[str, str], int], field: str
 ) -> tuple[Any, Any]:
     """(naive UTC datetime64[us] array, bad-value mask) for sacct times read in ``zone_name``;
     times in a repeated or skipped hour are counted in ``time_notes[(field, kind)]``."""
@@ -1341,7 +1344,7 @@ def _time_notes(time_notes: dict[tuple[str, str], int], zone_name: str) -> list[
 
 def _parse_elapsed(text: str | None) -> tuple[float | None, str | None]:
     """(seconds, error) for sacct ``[D-][HH:]MM:SS[.fff]`` durations."""
-    if _null(text):
+    if text is None or _null(text):
         return None, None
     match = _ELAPSED_RE.fullmatch(text.strip())
     if match is None:
@@ -1351,7 +1354,7 @@ def _parse_elapsed(text: str | None) -> tuple[float | None, str | None]:
 
 
 def _parse_elapsed_raw(text: str | None) -> tuple[float | None, str | None]:
-    if _null(text):
+    if text is None or _null(text):
         return None, None
     return (float(text), None) if _INT_RE.fullmatch(text.strip()) else (None, "bad")
 

@@ -353,7 +353,9 @@ def _run_suite(frame: pd.DataFrame, expectations: list, suite_name: str) -> list
     pandas_execution_engine.HASH_THRESHOLD = 0
 
     context = gx.get_context(mode="ephemeral")
-    context.variables.progress_bars = {"globally": False, "metric_calculations": False}
+    from great_expectations.data_context.types.base import ProgressBarsConfig
+
+    context.variables.progress_bars = ProgressBarsConfig(globally=False, metric_calculations=False)
     batch_definition = (
         context.data_sources.add_pandas("acme")
         .add_dataframe_asset("jobs")
@@ -365,6 +367,8 @@ def _run_suite(frame: pd.DataFrame, expectations: list, suite_name: str) -> list
     summaries = []
     for result in validation.results:
         configuration = result.expectation_config
+        if configuration is None:
+            raise RuntimeError("great-expectations returned a result without its expectation")
         kwargs = configuration.kwargs
         details = result.result or {}
         row_level = "unexpected_index_list" in details or "unexpected_count" in details
