@@ -15,19 +15,20 @@ exactly once, with its newest state.
 **Why two tasks and not five.** Each task costs a process start, the imports and a trip
 through the scheduler; one nightly partition is well under a second of compute. Measured on
 `make stack` (`benchmarks/bench_stack_backfill.py`, figures in `benchmarks/README.md`), that
-per-task cost is several seconds, so five tasks per run made a six-month backfill take
-58 minutes, almost all of it start-up. The boundaries that bought nothing were dropped:
+per-task cost is several seconds (a task's start and imports: `plan_inputs` ran 2.7 s for a
+few milliseconds of work; scheduling and a free slot: about 3 s of wait per task, load 21), so
+five tasks per run made a six-month backfill take 58 minutes, almost all of it start-up. The boundaries that bought nothing were dropped:
 - *extract | parse*: a retry of the parse needs the raw copy, not a new task; the copy is a
   retry point inside the task (`raw.json`, written after it), so a retry does not copy again.
 - *parse | validate | publish*: validation of the same staged rows gives the same answer (bad
-  input fails at once, `no_retry_for_bad_input`); the staged rows are the second retry point
+  input fails at once); the staged rows are the second retry point
   (`parsed.json`), and validation and publishing are redone whole by a retry (they replace
   what they wrote, under the partition's lock). Keeping validate apart would also have cost a
   second copy of every row (`accepted.parquet`).
 - *plan | ingest* stays: it maps one task per cluster, so one cluster's bad day neither
   blocks nor re-runs the others, and a manual run's parameters are checked once.
-A missing input (data not arrived yet) stays a retried error; only the steps after the copy
-turn bad input into a final failure. A SIGKILL at any point leaves the lake equal to a clean
+A missing input (data not arrived yet) is a retried error (`InputNotFoundError`); bad input
+fails at once (`lake_task`). A SIGKILL at any point leaves the lake equal to a clean
 run after the retry (`tests/integration/test_sigkill_writers.py`).
 
 **Manual runs** (e.g. right after a crash, to see the day so far): set `day`, optionally
