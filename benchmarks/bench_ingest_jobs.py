@@ -44,7 +44,8 @@ WRAPPER = (
     "p=subprocess.run(sys.argv[1:], capture_output=True);"
     "w=time.perf_counter()-t;"
     "r=resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss;"
-    "print(json.dumps({'rc':p.returncode,'wall_s':w,'peak_rss_mb':r/1024,"
+    "u=resource.getrusage(resource.RUSAGE_CHILDREN);"
+    "print(json.dumps({'rc':p.returncode,'wall_s':w,'peak_rss_mb':r/1024,'cpu_s':u.ru_utime+u.ru_stime,"
     "'out':p.stdout.decode(),'err':p.stderr.decode()[-2000:]}))"
 )
 DUCKDB_COPY = (
@@ -90,7 +91,7 @@ def cli_run(trace: Path, plugins: Path) -> dict:
             plugins,
         )  # fmt: skip
     summary = json.loads(result["out"])
-    return {"wall_s": result["wall_s"], "peak_rss_mb": result["peak_rss_mb"], "rows": summary["rows"],
+    return {"wall_s": result["wall_s"], "cpu_s": result["cpu_s"], "peak_rss_mb": result["peak_rss_mb"], "rows": summary["rows"],
             "quarantined": summary["quarantined"], "partitions": len(summary["partitions"])}  # fmt: skip
 
 
@@ -101,12 +102,17 @@ def duckdb_run(trace: Path) -> dict:
         import pyarrow.parquet as pq
 
         rows = pq.ParquetFile(out).metadata.num_rows
-    return {"wall_s": result["wall_s"], "peak_rss_mb": result["peak_rss_mb"], "rows": rows}
+    return {
+        "wall_s": result["wall_s"],
+        "cpu_s": result["cpu_s"],
+        "peak_rss_mb": result["peak_rss_mb"],
+        "rows": rows,
+    }
 
 
 def floor_run(plugins: Path) -> dict:
     result = measured([sys.executable, "-c", FLOOR_IMPORTS], plugins)
-    return {"wall_s": result["wall_s"], "peak_rss_mb": result["peak_rss_mb"]}
+    return {"wall_s": result["wall_s"], "cpu_s": result["cpu_s"], "peak_rss_mb": result["peak_rss_mb"]}
 
 
 def measure_side_by_side(trace: Path, runs: int, trees: dict[str, Path]) -> dict:
@@ -117,12 +123,13 @@ def measure_side_by_side(trace: Path, runs: int, trees: dict[str, Path]) -> dict
         for name, plugins in trees.items():
             row[f"cli_{name}"] = cli_run(trace, plugins)
             row[f"cli_{name}"]["ratio_to_duckdb"] = row[f"cli_{name}"]["wall_s"] / row["duckdb"]["wall_s"]
+            row[f"cli_{name}"]["cpu_ratio_to_duckdb"] = row[f"cli_{name}"]["cpu_s"] / row["duckdb"]["cpu_s"]
         row["floor"] = floor_run(trees["new"])
         rounds.append(row)
     medians = {
         key: {
             stat: statistics.median(r[key][stat] for r in rounds)
-            for stat in ("wall_s", "peak_rss_mb", "ratio_to_duckdb")
+            for stat in ("wall_s", "cpu_s", "peak_rss_mb", "ratio_to_duckdb", "cpu_ratio_to_duckdb")
             if stat in rounds[0][key]
         }
         for key in rounds[0]
@@ -216,12 +223,15 @@ def main() -> None:
     print(
         f"trace: {trace.stat().st_size / 1e6:.0f} MB, {side['rounds'][0]['cli_new']['rows']} jobs published"
     )
-    print(f"duckdb csv→parquet: median {m['duckdb']['wall_s']:.2f} s, {m['duckdb']['peak_rss_mb']:.0f} MB")
+    print(f"duckdb csv→parquet: median {m['duckdb']['wall_s']:.2f} s, CPU {m['duckdb']['cpu_s']:.2f} s, "
+          f"{m['duckdb']['peak_rss_mb']:.0f} MB")  # fmt: skip
     for name in trees:
         cli = m[f"cli_{name}"]
         print(f"cli ({name}): median {cli['wall_s']:.2f} s = {cli['ratio_to_duckdb']:.2f}× duckdb, "
+              f"CPU {cli['cpu_s']:.2f} s = {cli['cpu_ratio_to_duckdb']:.2f}× duckdb's, "
               f"{cli['peak_rss_mb']:.0f} MB peak (targets 4×, 700 MB)")  # fmt: skip
-    print(f"floor (imports only): median {m['floor']['wall_s']:.2f} s, {m['floor']['peak_rss_mb']:.0f} MB")
+    print(f"floor (imports only): median {m['floor']['wall_s']:.2f} s, CPU {m['floor']['cpu_s']:.2f} s, "
+          f"{m['floor']['peak_rss_mb']:.0f} MB")  # fmt: skip
     if "nightly_partition" in report:
         nightly = report["nightly_partition"]
         print(
