@@ -21,9 +21,9 @@ CLASS_PATH  # that setting's value, one spelling for the Makefile/compose and te
 # Attributes set on third-party objects (their libraries read them)
 _.pad_token  # transformers tokenizer (evaluation/inference.py)
 _.padding_side  # transformers tokenizer (evaluation/inference.py)
-_.writeable  # numpy array flags: freezes the cached CDF tables (synth/trace.py)
-_.HASH_THRESHOLD  # great_expectations pandas engine setting (validate.py)
-_.progress_bars  # great_expectations context setting (validate.py)
+_.writeable  # numpy array flags: freezes the cached CDF tables (jobs/synth.py)
+_.HASH_THRESHOLD  # great_expectations pandas engine setting (jobs/validate.py)
+_.progress_bars  # great_expectations context setting (jobs/validate.py)
 
 # Dynamic dispatch
 __getattr__  # PEP 562 lazy exports of acme.evaluation (evaluation/__init__.py)
@@ -65,10 +65,10 @@ load_default_suite  # lazy export of acme.evaluation, benchmarks/bench_plan_eval
 # "dead": nothing calls it; "tests": only tests call it (move it under tests/ or use it).
 
 # jobs
-TERMINAL_STATES  # dead (schema.py)
-JOB_KEY  # dead (schema.py)
-state_rank  # dead (schema.py)
-_.gpu_equiv  # dead: set, never read (sources/kubernetes.py)
+_.gpu_equiv  # read by name: _peak(pods, "gpu_equiv") (jobs/kubernetes.py)
+parse_acmetrace  # tests: the pandas form of parse_acmetrace_table, which the tests hold it equal to (jobs/acmetrace.py)
+validate_jobs  # tests: the suite on a canonical frame, as validate_job_table runs it on Arrow (jobs/validate.py)
+jobs_from_arrow  # tests and benchmarks: a partition read back as the canonical frame (jobs/schema.py)
 
 # diagnosis
 

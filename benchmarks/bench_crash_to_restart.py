@@ -66,7 +66,7 @@ def nodes_of(job_id: str) -> list[str]:
 def prepare_lake(settings: StackSettings, work: Path, ids: list[str]) -> None:
     """The jobs' records (sacct ingest), crash logs and checkpoints in the stack's lake."""
     from acme.diagnosis.synth_log import iter_training_log
-    from acme.ingest_jobs import JobInput, ingest_job_file
+    from acme.jobs.ingest import JobInput, ingest_job_file
     from acme.lake import open_lake
     from acme.recovery.synth_checkpoints import write_checkpoint
 

@@ -1,13 +1,23 @@
-"""Job-trace ingest benchmarks (issue: foundation).
+"""Job-trace ingest benchmarks (issues 18 and the foundation).
 
 1. The command line ingesting and validating a synthesized Seren-scale trace of 1,000,000 jobs
-   (~125 MB CSV) into a fresh lake: wall time (interpreter start included) and peak RSS of the
-   process. Target: <= 8 s and <= 1 GB on a 2-core machine.
-2. One nightly partition of 5,000 jobs through the DAG's task functions (parse, validate,
-   publish) in a warm process: task compute. Target: <= 1 s.
+   (~125 MB CSV) into a fresh lake, side by side **in the same run** with a bare DuckDB
+   CSV→Parquet conversion of the same file (``COPY (SELECT * FROM read_csv(...)) TO ... (FORMAT
+   parquet)`` in a fresh interpreter): wall time (interpreter start included) and peak RSS of
+   each process, alternated so both see the same load. Targets: CLI ≤ 4× DuckDB, ≤ 700 MB.
+2. The floor: a fresh interpreter importing what the CLI needs (acme's ingest, DuckDB, pyarrow,
+   pandas, great-expectations) and nothing more.
+3. One nightly partition of 5,000 jobs through the DAG's ingest task function
+   (:func:`acme.jobs.ingest.ingest_planned`: raw copy, staged parse, validation, publish) in a
+   warm process: task compute. Target: <= 1 s.
+4. ``--validation-options``: the great-expectations suite over the whole canonical frame against
+   the narrow frame of only the validated columns (what ``validate_job_table`` does), in one
+   process on the 1M-job table.
 
-Each is run several times; the median is reported. Results go to benchmarks/results/ingest_jobs.json.
-Usage: python benchmarks/bench_ingest_jobs.py [--runs 3] [--jobs 1000000]
+``--plugins DIR`` runs the CLI (and the nightly step, when the API allows) from another
+checkout's ``plugins/`` (an "old" tree), so before/after are measured in one session.
+Results go to benchmarks/results/ingest_jobs.json (``--out`` to change).
+Usage: python benchmarks/bench_ingest_jobs.py [--runs 3] [--jobs 1000000] [--plugins DIR]
 """
 
 from __future__ import annotations
@@ -24,14 +34,33 @@ from datetime import date
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "plugins"))
 DATA = ROOT / "benchmarks" / ".data"
 SEREN_JOBS_PER_DAY = 818_327 / 184  # the released Seren trace, March to August 2023
+
+# Popen.communicate reaps the child, so take its peak RSS from a wrapper process instead.
+WRAPPER = (
+    "import resource, subprocess, sys, time, json;"
+    "t=time.perf_counter();"
+    "p=subprocess.run(sys.argv[1:], capture_output=True);"
+    "w=time.perf_counter()-t;"
+    "r=resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss;"
+    "u=resource.getrusage(resource.RUSAGE_CHILDREN);"
+    "print(json.dumps({'rc':p.returncode,'wall_s':w,'peak_rss_mb':r/1024,'cpu_s':u.ru_utime+u.ru_stime,"
+    "'out':p.stdout.decode(),'err':p.stderr.decode()[-2000:]}))"
+)
+DUCKDB_COPY = (
+    "import sys, duckdb;"
+    "duckdb.sql(f\"COPY (SELECT * FROM read_csv('{sys.argv[1]}')) TO '{sys.argv[2]}' "
+    '(FORMAT parquet)")'
+)
+FLOOR_IMPORTS = (
+    "import acme.jobs.ingest, acme.jobs.validate, duckdb, pyarrow.parquet, pandas, great_expectations"
+)
 
 
 def synthesized_trace(jobs: int) -> Path:
     """A Seren-layout trace of about ``jobs`` jobs over 184 days (made once, then reused)."""
-    from acme.synth.trace import write_synth_trace
+    from acme.jobs.synth import write_synth_trace
 
     days = 184
     scale = jobs / (SEREN_JOBS_PER_DAY * days)
@@ -42,95 +71,178 @@ def synthesized_trace(jobs: int) -> Path:
     return path
 
 
-def measure_cli(trace: Path, runs: int) -> dict:
-    results = []
-    for _ in range(runs):
-        # Popen.communicate reaps the child, so take its peak RSS from a wrapper process instead.
-        wrapper = (
-            "import resource, subprocess, sys, time, json;"
-            "t=time.perf_counter();"
-            "p=subprocess.run(sys.argv[1:], capture_output=True);"
-            "w=time.perf_counter()-t;"
-            "r=resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss;"
-            "print(json.dumps({'rc':p.returncode,'wall_s':w,'peak_rss_mb':r/1024,"
-            "'out':p.stdout.decode(),'err':p.stderr.decode()[-2000:]}))"
-        )
-        with tempfile.TemporaryDirectory() as lake:
-            command = [sys.executable, "-c", wrapper, sys.executable, "-m", "acme", "ingest-jobs",
-                       "--format", "acmetrace", "--cluster", "seren", "--input", str(trace), "--lake", lake]  # fmt: skip
-            env = dict(os.environ, PYTHONPATH=str(ROOT / "plugins"))
-            done = subprocess.run(command, capture_output=True, text=True, env=env, check=True)
-            result = json.loads(done.stdout)
-            if result["rc"] != 0:
-                raise SystemExit(f"ingest failed: {result['err']}")
-            summary = json.loads(result["out"])
-            results.append({"wall_s": result["wall_s"], "peak_rss_mb": result["peak_rss_mb"],
-                            "rows": summary["rows"], "quarantined": summary["quarantined"],
-                            "partitions": len(summary["partitions"])})  # fmt: skip
+def measured(command: list[str], plugins: Path) -> dict:
+    """Wall time and peak RSS of ``command`` in a fresh process; fails loudly if it failed."""
+    env = dict(os.environ, PYTHONPATH=str(plugins), GX_ANALYTICS_ENABLED="false")
+    done = subprocess.run(
+        [sys.executable, "-c", WRAPPER, *command], capture_output=True, text=True, env=env, check=True
+    )
+    result = json.loads(done.stdout)
+    if result["rc"] != 0:
+        raise SystemExit(f"{command[:4]} failed: {result['err']}")
+    return result
+
+
+def cli_run(trace: Path, plugins: Path) -> dict:
+    with tempfile.TemporaryDirectory() as lake:
+        result = measured(
+            [sys.executable, "-m", "acme", "ingest-jobs", "--format", "acmetrace", "--cluster", "seren",
+             "--input", str(trace), "--lake", lake],
+            plugins,
+        )  # fmt: skip
+    summary = json.loads(result["out"])
+    return {"wall_s": result["wall_s"], "cpu_s": result["cpu_s"], "peak_rss_mb": result["peak_rss_mb"], "rows": summary["rows"],
+            "quarantined": summary["quarantined"], "partitions": len(summary["partitions"])}  # fmt: skip
+
+
+def duckdb_run(trace: Path) -> dict:
+    with tempfile.TemporaryDirectory() as folder:
+        out = Path(folder) / "jobs.parquet"
+        result = measured([sys.executable, "-c", DUCKDB_COPY, str(trace), str(out)], ROOT / "plugins")
+        import pyarrow.parquet as pq
+
+        rows = pq.ParquetFile(out).metadata.num_rows
     return {
-        "runs": results,
-        "median_wall_s": statistics.median(r["wall_s"] for r in results),
-        "median_peak_rss_mb": statistics.median(r["peak_rss_mb"] for r in results),
+        "wall_s": result["wall_s"],
+        "cpu_s": result["cpu_s"],
+        "peak_rss_mb": result["peak_rss_mb"],
+        "rows": rows,
     }
 
 
+def floor_run(plugins: Path) -> dict:
+    result = measured([sys.executable, "-c", FLOOR_IMPORTS], plugins)
+    return {"wall_s": result["wall_s"], "cpu_s": result["cpu_s"], "peak_rss_mb": result["peak_rss_mb"]}
+
+
+def measure_side_by_side(trace: Path, runs: int, trees: dict[str, Path]) -> dict:
+    """Per round: DuckDB, then the CLI of every tree, then the import floor: the same conditions."""
+    rounds = []
+    for _ in range(runs):
+        row = {"duckdb": duckdb_run(trace)}
+        for name, plugins in trees.items():
+            row[f"cli_{name}"] = cli_run(trace, plugins)
+            row[f"cli_{name}"]["ratio_to_duckdb"] = row[f"cli_{name}"]["wall_s"] / row["duckdb"]["wall_s"]
+            row[f"cli_{name}"]["cpu_ratio_to_duckdb"] = row[f"cli_{name}"]["cpu_s"] / row["duckdb"]["cpu_s"]
+        row["floor"] = floor_run(trees["new"])
+        rounds.append(row)
+    medians = {
+        key: {
+            stat: statistics.median(r[key][stat] for r in rounds)
+            for stat in ("wall_s", "cpu_s", "peak_rss_mb", "ratio_to_duckdb", "cpu_ratio_to_duckdb")
+            if stat in rounds[0][key]
+        }
+        for key in rounds[0]
+    }
+    return {"rounds": rounds, "median": medians}
+
+
 def measure_nightly_partition(runs: int, jobs: int = 5000) -> dict:
-    """Task compute of parse + validate + publish for one day of ~5,000 jobs, in a warm process."""
-    from acme.ingest_jobs import JobInput, parse_staged, publish_staged, validate_staged
+    """Task compute of the ingest task for one day of ~5,000 jobs, in a warm process."""
+    sys.path.insert(0, str(ROOT / "plugins"))
+    from acme.jobs.ingest import JobInput, ingest_planned
+    from acme.jobs.synth import write_synth_trace
     from acme.lake import Lake
-    from acme.synth.trace import write_synth_trace
 
     day = date(2023, 7, 1)
     path = DATA / f"seren_day_{jobs}.csv"
     if not path.exists():
         DATA.mkdir(parents=True, exist_ok=True)
         write_synth_trace("seren", day, 1, path, scale=jobs / SEREN_JOBS_PER_DAY, seed=11)
-    timings = {"parse_s": [], "validate_s": [], "publish_s": [], "total_s": []}
-    rows = 0
+    timings, rows = [], 0
     for attempt in range(runs + 1):  # the first run warms the imports and is not counted
         with tempfile.TemporaryDirectory() as root:
             lake = Lake(root)
-            job_input = JobInput("seren", "acmetrace", str(path), day)
-            raw = "raw/input.csv"
-            lake.upload_file(str(path), raw)
+            planned = {"input": JobInput("seren", "acmetrace", str(path), day).to_dict(), "command": None}
             t0 = time.perf_counter()
-            parsed = parse_staged(lake, job_input, raw, "staging/x")
-            t1 = time.perf_counter()
-            validate_staged(lake, job_input, "staging/x", parsed)
-            t2 = time.perf_counter()
-            publish_staged(lake, job_input, "staging/x")
-            t3 = time.perf_counter()
-            rows = parsed["parsed"]
+            summary = ingest_planned(lake, planned, f"bench-{attempt}")
+            elapsed = time.perf_counter() - t0
+            rows = summary["rows"]
         if attempt:
-            for key, value in zip(timings, (t1 - t0, t2 - t1, t3 - t2, t3 - t0), strict=True):
-                timings[key].append(value)
-    return {"jobs": rows, **{f"median_{k}": statistics.median(v) for k, v in timings.items()}}
+            timings.append(elapsed)
+    return {"jobs": rows, "median_total_s": statistics.median(timings), "runs_s": timings}
+
+
+def measure_validation_options(trace: Path, runs: int) -> dict:
+    """The suite on the whole canonical frame vs. on the narrow frame of the validated columns."""
+    sys.path.insert(0, str(ROOT / "plugins"))
+    from acme.jobs.ingest import JobInput, parse_to_table
+    from acme.jobs.schema import jobs_from_arrow
+    from acme.jobs.validate import validate_job_table, validate_jobs
+
+    parsed = parse_to_table(JobInput("seren", "acmetrace", str(trace)), trace)
+    table = parsed.table
+    options = {
+        "whole frame (Arrow→pandas of every column, then the suite)": lambda: validate_jobs(
+            jobs_from_arrow(table), layout=parsed.layout, source_file="bench"
+        ),
+        "narrow frame (validate_job_table: only the validated columns)": lambda: validate_job_table(
+            table, layout=parsed.layout, source_file="bench"
+        ),
+    }
+    results = {}
+    for name, call in options.items():
+        call()  # warm
+        times = []
+        for _ in range(runs):
+            t0 = time.perf_counter()
+            call()
+            times.append(time.perf_counter() - t0)
+        results[name] = {"median_s": statistics.median(times), "runs_s": times}
+    return {"rows": table.num_rows, "options": results}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--jobs", type=int, default=1_000_000)
+    parser.add_argument("--plugins", type=Path, help="also run the CLI of this (older) plugins/ folder")
+    parser.add_argument("--validation-options", action="store_true")
+    parser.add_argument("--skip-nightly", action="store_true")
+    parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "ingest_jobs.json")
     args = parser.parse_args()
+    sys.path.insert(0, str(ROOT / "plugins"))
     trace = synthesized_trace(args.jobs)
-    cli = measure_cli(trace, args.runs)
-    nightly = measure_nightly_partition(max(args.runs, 5))
+    trees = {"new": ROOT / "plugins", **({"old": args.plugins.resolve()} if args.plugins else {})}
+    side = measure_side_by_side(trace, args.runs, trees)
     report = {
-        "machine": {"cpus": os.cpu_count(), "python": sys.version.split()[0]},
+        "machine": {"cpus": os.cpu_count(), "python": sys.version.split()[0], "load_avg": os.getloadavg()},
         "trace": {"path": str(trace.relative_to(ROOT)), "bytes": trace.stat().st_size},
-        "cli_ingest": cli,
-        "nightly_partition": nightly,
-        "targets": {"cli_wall_s": 8.0, "cli_peak_rss_mb": 1024, "nightly_total_s": 1.0},
+        "trees": {name: str(path) for name, path in trees.items()},
+        "cli_vs_duckdb": side,
+        "targets": {"cli_over_duckdb": 4.0, "cli_peak_rss_mb": 700, "nightly_total_s": 1.0},
     }
-    out = ROOT / "benchmarks" / "results" / "ingest_jobs.json"
-    out.write_text(json.dumps(report, indent=2) + "\n")
-    print(f"trace: {trace.stat().st_size / 1e6:.0f} MB, {cli['runs'][0]['rows']} jobs published")
-    print(f"cli ingest: median {cli['median_wall_s']:.2f} s wall, {cli['median_peak_rss_mb']:.0f} MB peak RSS "
-          f"(targets 8 s, 1024 MB)")  # fmt: skip
-    print(f"nightly partition of {nightly['jobs']} jobs: median {nightly['median_total_s']:.3f} s "
-          f"(parse {nightly['median_parse_s']:.3f}, validate {nightly['median_validate_s']:.3f}, "
-          f"publish {nightly['median_publish_s']:.3f}; target 1 s)")  # fmt: skip
-    print(f"written: {out.relative_to(ROOT)}")
+    if not args.skip_nightly:
+        report["nightly_partition"] = measure_nightly_partition(max(args.runs, 5))
+    if args.validation_options:
+        report["validation_options"] = measure_validation_options(trace, args.runs)
+    report["machine"]["load_avg_after"] = os.getloadavg()
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(report, indent=2) + "\n")
+    m = side["median"]
+    print(
+        f"trace: {trace.stat().st_size / 1e6:.0f} MB, {side['rounds'][0]['cli_new']['rows']} jobs published"
+    )
+    print(f"duckdb csv→parquet: median {m['duckdb']['wall_s']:.2f} s, CPU {m['duckdb']['cpu_s']:.2f} s, "
+          f"{m['duckdb']['peak_rss_mb']:.0f} MB")  # fmt: skip
+    for name in trees:
+        cli = m[f"cli_{name}"]
+        print(f"cli ({name}): median {cli['wall_s']:.2f} s = {cli['ratio_to_duckdb']:.2f}× duckdb, "
+              f"CPU {cli['cpu_s']:.2f} s = {cli['cpu_ratio_to_duckdb']:.2f}× duckdb's, "
+              f"{cli['peak_rss_mb']:.0f} MB peak (targets 4×, 700 MB)")  # fmt: skip
+    print(f"floor (imports only): median {m['floor']['wall_s']:.2f} s, CPU {m['floor']['cpu_s']:.2f} s, "
+          f"{m['floor']['peak_rss_mb']:.0f} MB")  # fmt: skip
+    if "nightly_partition" in report:
+        nightly = report["nightly_partition"]
+        print(
+            f"nightly partition of {nightly['jobs']} jobs: median {nightly['median_total_s']:.3f} s (target 1 s)"
+        )
+    for name, result in report.get("validation_options", {}).get("options", {}).items():
+        print(f"validation, {name}: median {result['median_s']:.2f} s")
+    print(
+        f"load average before/after: {report['machine']['load_avg']} / {report['machine']['load_avg_after']}"
+    )
+    print(f"written: {args.out}")
 
 
 if __name__ == "__main__":

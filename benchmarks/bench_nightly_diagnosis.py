@@ -1,7 +1,7 @@
 """A whole cluster-day's diagnosis on the production stack (``stack/stack.py``: Celery worker over Redis,
 Postgres, the lake on the loopback S3 server), issue 20.
 
-A synthesized Seren day (``acme.synth.trace``, seed 7; ``--scale 1`` is the release's daily volume, about
+A synthesized Seren day (``acme.jobs.synth``, seed 7; ``--scale 1`` is the release's daily volume, about
 4,700 jobs of which about 1,000 failed; ``--scale 10`` ten times that) is the only configured cluster's
 input, and 5% of its failed jobs have a 20,000-line, 8-rank crash log (gzip) in the lake. Every other
 setting is the default: the MiniLM embedding, ``ACME_DIAGNOSIS_MAX_JOBS`` 500, ``ACME_DIAGNOSIS_CHUNKS`` 4,

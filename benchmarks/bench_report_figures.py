@@ -29,7 +29,7 @@ SIZES = {"page width at 2x (now)": (None, None), "6 in at 90 dpi (before)": (6.0
 
 
 def build_lake(folder: Path):
-    from acme.ingest_jobs import JobInput, ingest_job_file
+    from acme.jobs.ingest import JobInput, ingest_job_file
     from acme.lake import Lake
     from acme.metrics.ingest import ingest_metrics_file
     from acme.metrics.synth import write_synth_metrics

@@ -1,6 +1,6 @@
 """Backfill benchmark on the local production stack (``stack/stack.py``; issues 7 and 8).
 
-A synthesized Kalos- or Seren-scale trace (``acme.synth.trace``, the release's daily volume at
+A synthesized Kalos- or Seren-scale trace (``acme.jobs.synth``, the release's daily volume at
 ``--scale 1``, seed 7, one AcmeTrace CSV per UTC day, made once and kept in ``benchmarks/.data/``)
 is configured as the only cluster (a clusters file passed as ``ACME_CLUSTERS_FILE``). A fresh stack — Celery
 worker over Redis, Postgres metadata DB, lake on the loopback S3 server — runs
@@ -32,6 +32,7 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.parse
 import urllib.request
 import uuid
 from datetime import date, datetime, timedelta
@@ -52,7 +53,7 @@ AIRFLOW = str(Path(sys.executable).with_name("airflow"))
 def synth_trace(cluster: str, days: int, scale: float) -> Path:
     folder = DATA / f"{cluster}_{START.isoformat()}_{days}d_x{scale:g}_seed{SEED}"
     if not (folder / f"{(START + timedelta(days=days - 1)).isoformat()}.csv").exists():
-        from acme.synth.trace import write_synth_trace
+        from acme.jobs.synth import write_synth_trace
 
         write_synth_trace(cluster, START, days, folder, scale=scale, seed=SEED, per_day=True)
     return folder
@@ -117,6 +118,34 @@ def backfill_runs(api: Api) -> list[dict]:
         runs += page
         if len(page) < 100:
             return runs
+
+
+def task_timings(api: Api, runs: list[dict]) -> dict[str, dict[str, float]]:
+    """Per task id, over every run: the median time a task instance ran (start → end, which includes
+    its process start and imports) and waited (queued → start: scheduling and a free worker slot)."""
+    import statistics
+
+    ran: dict[str, list[float]] = {}
+    waited: dict[str, list[float]] = {}
+    for run in runs:
+        path = f"/api/v2/dags/ingest_job_traces/dagRuns/{urllib.parse.quote(run['dag_run_id'])}/taskInstances"
+        for ti in api.call("GET", path)["task_instances"]:
+            if ti.get("start_date") and ti.get("end_date"):
+                start = datetime.fromisoformat(ti["start_date"])
+                ran.setdefault(ti["task_id"], []).append(
+                    (datetime.fromisoformat(ti["end_date"]) - start).total_seconds()
+                )
+                if ti.get("queued_when"):
+                    queued = datetime.fromisoformat(ti["queued_when"])
+                    waited.setdefault(ti["task_id"], []).append((start - queued).total_seconds())
+    return {
+        task: {
+            "instances": len(times),
+            "ran_median_s": round(statistics.median(times), 2),
+            "waited_median_s": round(statistics.median(waited.get(task, [0.0])), 2),
+        }
+        for task, times in ran.items()
+    }
 
 
 def count_published(settings: StackSettings, cluster: str, day: str) -> tuple[int, int]:
@@ -248,6 +277,7 @@ def main() -> None:
                 "max": max(sampler.load),
             },
             "every_job_published_exactly_once": exact,
+            "tasks": task_timings(api, runs),
         }
         print(json.dumps(result, indent=1))
         name = (

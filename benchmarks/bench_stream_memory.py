@@ -7,7 +7,7 @@ from ``os.wait4``) and wall time (start-up and imports included) are recorded:
 ==============  =========================================================================
 parser          entry point (stage ``parse``; ``full`` adds validation and publishing)
 ==============  =========================================================================
-sacct           ``acme.ingest_jobs.parse_staged`` on ``sacct --parsable2`` text (1 in 3
+sacct           ``acme.jobs.ingest.parse_staged`` on ``sacct --parsable2`` text (1 in 3
                 jobs with ``.batch``/``.extern`` steps)
 k8s             ``parse_staged`` on Kubernetes Pods as JSON Lines (one pod per line)
 acmetrace       ``parse_staged`` on an AcmeTrace job CSV (Seren layout, DuckDB)
@@ -18,7 +18,7 @@ log             the diagnosis' log reading and compression:
                 ``compress_log(read_log_lines(...))`` on a synthesized training log
 ==============  =========================================================================
 
-The ``full`` stage of the job parsers is ``acme.ingest_jobs.ingest_job_file`` (parse, validate
+The ``full`` stage of the job parsers is ``acme.jobs.ingest.ingest_job_file`` (parse, validate
 with great-expectations, publish by day). An input the parser refuses (``InputError``, e.g. above
 ``ACME_MAX_INPUT_BYTES``) is recorded as refused with its message, not as a failure.
 
@@ -251,7 +251,7 @@ parser, stage, lake_root, raw_key, path = sys.argv[1:6]
 from acme.errors import InputError
 try:
     if parser in ("sacct", "k8s", "acmetrace"):
-        from acme.ingest_jobs import JobInput, ingest_job_file, parse_staged
+        from acme.jobs.ingest import JobInput, ingest_job_file, parse_staged
         from acme.lake import Lake
         lake = Lake(lake_root)
         cluster = "kalos" if parser == "k8s" else "seren"

@@ -1,7 +1,7 @@
 """One cluster-day on the stack, from the ingest to the refreshed report, as the scheduler runs it: shared by
 ``benchmarks/bench_nightly_diagnosis.py`` and ``tests/integration/test_stack_nightly_diagnosis.py``.
 
-A synthesized Seren day (``acme.synth.trace``; ``scale`` 1 is the release's daily volume) is the only
+A synthesized Seren day (``acme.jobs.synth``; ``scale`` 1 is the release's daily volume) is the only
 configured cluster's input; a share of its failed jobs get a 20,000-line crash log (gzip) in the lake
 where ``ACME_DIAGNOSIS_LOG_PATTERN`` finds it. One REST call triggers ``ingest_job_traces`` for the day; its
 Asset event starts ``diagnose_failures``, whose Asset event starts ``characterize``.
@@ -29,7 +29,7 @@ DAG_IDS = ("ingest_job_traces", "diagnose_failures", "characterize")
 
 def synth_day(folder: Path, scale: float, seed: int = 7) -> Path:
     """The day's AcmeTrace CSV (made once per folder); a clusters file next to it configures it."""
-    from acme.synth.trace import write_synth_trace
+    from acme.jobs.synth import write_synth_trace
 
     path = folder / f"{DAY.isoformat()}.csv"
     if not path.exists():
@@ -47,7 +47,7 @@ def clusters_file(folder: Path) -> Path:
 
 def failed_job_ids(day_csv: Path) -> list[str]:
     """The day's failed jobs as the lake groups them (FAILED, TIMEOUT, NODE_FAIL, OUT_OF_MEMORY)."""
-    from acme.schema import STATE_GROUPS
+    from acme.jobs.schema import STATE_GROUPS
 
     with day_csv.open(newline="") as handle:
         rows = csv.DictReader(handle)

@@ -14,6 +14,7 @@ from collections.abc import Iterator, Sequence
 from datetime import date
 
 from acme.errors import AcmeError
+from acme.jobs.formats import FORMAT_NAMES
 
 
 def _day(text: str) -> date:
@@ -77,7 +78,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _add_ingest_jobs(commands: argparse._SubParsersAction) -> None:
     ingest = commands.add_parser("ingest-jobs", help="parse, validate and publish one job-trace input")
-    ingest.add_argument("--format", required=True, choices=["acmetrace", "sacct", "k8s"])
+    ingest.add_argument("--format", required=True, choices=list(FORMAT_NAMES))
     ingest.add_argument("--cluster", required=True)
     where = ingest.add_mutually_exclusive_group(required=True)
     where.add_argument("--input", help="local path or URL (s3://…) of the input")
@@ -252,26 +253,27 @@ def _ingest_jobs(args: argparse.Namespace) -> dict:
     import tempfile
 
     from acme.errors import ConfigError
-    from acme.ingest_jobs import JobInput, ingest_job_file
+    from acme.jobs.formats import FORMATS
+    from acme.jobs.ingest import JobInput, ingest_job_file
     from acme.lake import open_lake
 
     fields = tuple(f.strip() for f in args.fields.split(",") if f.strip()) if args.fields else None
     uri = args.input
+    job_format = FORMATS[args.format]
     if args.command:
-        if args.format != "sacct" or args.day is None:
-            raise ConfigError("--command (live sacct) needs --format sacct and --day")
-        uri = "sacct://" + "/".join(shlex.split(args.command))
+        if not job_format.live or args.day is None:
+            live = ", ".join(f"--format {name}" for name, spec in FORMATS.items() if spec.live)
+            raise ConfigError(f"--command (live export) needs {live} and --day")
+        uri = f"{args.format}://" + "/".join(shlex.split(args.command))
     job_input = JobInput(
         cluster=args.cluster, format=args.format, uri=uri, day=args.day, fields=fields,
         timezone=args.timezone, delimiter="|" if args.command else args.delimiter,
     )  # fmt: skip
     lake = open_lake(args.lake)
     if args.command:
-        from acme.sources.sacct import DEFAULT_FIELDS, run_sacct
-
-        text = run_sacct(args.day, shlex.split(args.command), fields or DEFAULT_FIELDS, tz=args.timezone)
-        with tempfile.NamedTemporaryFile("w", suffix=".txt", encoding="utf-8") as handle:
-            handle.write(text)
+        data = job_format.load().live_export(job_input, shlex.split(args.command))
+        with tempfile.NamedTemporaryFile("wb", suffix=job_format.raw_suffix) as handle:
+            handle.write(data)
             handle.flush()
             return ingest_job_file(lake, job_input, handle.name, args.max_quarantine_share)
     with _local_copy(args.input) as local_path:
@@ -395,7 +397,7 @@ def _synth_campaigns(args: argparse.Namespace) -> dict:
 
 
 def _synth_trace(args: argparse.Namespace) -> dict:
-    from acme.synth.trace import write_synth_trace
+    from acme.jobs.synth import write_synth_trace
 
     return write_synth_trace(
         args.cluster,

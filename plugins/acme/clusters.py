@@ -10,7 +10,7 @@ from pathlib import Path
 
 from acme import config
 from acme.errors import ConfigError
-from acme.schema import SOURCES
+from acme.jobs.formats import FORMAT_NAMES, FORMATS
 
 _CLUSTER_NAME = re.compile(r"[a-z][a-z0-9_-]{0,62}")
 
@@ -159,15 +159,16 @@ def _job_source(jobs: dict, where: str) -> JobSource:
     if unknown:
         raise ConfigError(f"{where}: unknown jobs settings {sorted(unknown)}")
     fmt = jobs.get("format")
-    if fmt not in SOURCES:
-        raise ConfigError(f"{where}: jobs.format must be one of {', '.join(SOURCES)}, got {fmt!r}")
+    if fmt not in FORMATS:
+        raise ConfigError(f"{where}: jobs.format must be one of {', '.join(FORMAT_NAMES)}, got {fmt!r}")
     has_input, has_command = jobs.get("input") is not None, jobs.get("command") is not None
     if has_input == has_command:
         raise ConfigError(f"{where}: set exactly one of jobs.input and jobs.command")
     command = jobs.get("command")
     if has_command:
-        if fmt != "sacct":
-            raise ConfigError(f"{where}: jobs.command (live mode) exists for sacct only")
+        if not FORMATS[fmt].live:
+            live = ", ".join(name for name, spec in FORMATS.items() if spec.live)
+            raise ConfigError(f"{where}: jobs.command (live mode) exists for {live} only")
         if not isinstance(command, list) or not all(isinstance(part, str) for part in command):
             raise ConfigError(f"{where}: jobs.command must be a list of strings (no shell)")
     delimiter = jobs.get("delimiter", "|")

@@ -51,9 +51,5 @@ def max_active_runs() -> int:
     return settings.project().max_active_runs
 
 
-def job_type_rules_path() -> Path:
-    return settings.jobs().job_type_rules
-
-
 def quarantine_max_share() -> float:
     return settings.jobs().quarantine_max_share

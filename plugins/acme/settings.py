@@ -187,6 +187,8 @@ class JobsSettings:
     quarantine_max_share: float
     """Share of an input's rows that may be quarantined before its run fails (``ACME_QUARANTINE_MAX_SHARE``,
     default 1%)."""
+    max_input_bytes: int = 1024**3
+    """Largest input a parser that holds its input whole accepts (``ACME_MAX_INPUT_BYTES``, 1 GiB)."""
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> JobsSettings:
@@ -194,6 +196,7 @@ class JobsSettings:
         return cls(
             job_type_rules=read.path("ACME_JOB_TYPE_RULES", _include_dir(read) / "config" / "job_types.yaml"),
             quarantine_max_share=read.share("ACME_QUARANTINE_MAX_SHARE", 0.01),
+            max_input_bytes=read.integer("ACME_MAX_INPUT_BYTES", 1024**3, low=1),
         )
 
 

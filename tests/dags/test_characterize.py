@@ -26,7 +26,7 @@ def run_characterize(logical_date: str, **conf):
 
 @pytest.fixture
 def sample_lake(lake_dir):
-    from acme.ingest_jobs import JobInput, ingest_job_file
+    from acme.jobs.ingest import JobInput, ingest_job_file
     from acme.lake import Lake
 
     lake = Lake(str(lake_dir))

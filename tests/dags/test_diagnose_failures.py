@@ -36,7 +36,7 @@ def run_dag(**conf):
 @pytest.fixture
 def kalos_day(lake_dir, tmp_path, monkeypatch):
     """A kalos jobs partition (through the real ingest) with three failed jobs, two of them with logs."""
-    from acme.ingest_jobs import JobInput, ingest_job_file
+    from acme.jobs.ingest import JobInput, ingest_job_file
     from acme.lake import Lake
 
     monkeypatch.setenv("ACME_DIAGNOSIS_EMBEDDING", "lexical")  # the model's 8 s load is not under test here
@@ -134,7 +134,7 @@ def test_infrastructure_failure_of_a_pretrain_job_triggers_recover_training(
     from airflow.models import DagRun
     from airflow.utils.session import create_session
 
-    from acme.ingest_jobs import JobInput, ingest_job_file
+    from acme.jobs.ingest import JobInput, ingest_job_file
     from acme.lake import Lake
 
     monkeypatch.setenv("ACME_DIAGNOSIS_EMBEDDING", "lexical")

@@ -13,7 +13,7 @@ import uuid
 import pyarrow.parquet as pq
 import pytest
 
-from acme.ingest_jobs import JobInput
+from acme.jobs.ingest import JobInput
 from acme.lake import LakeLockTimeout, open_lake
 
 pytestmark = pytest.mark.integration

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from acme.ingest_jobs import JobInput, ingest_job_file
+from acme.jobs.ingest import JobInput, ingest_job_file
 from acme.lake import Lake
 from acme.report.build import build_report
 from tests.integration.conftest import free_port

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from acme.ingest_jobs import JobInput, ingest_job_file
+from acme.jobs.ingest import JobInput, ingest_job_file
 from acme.lake import Lake, open_lake
 from acme.report.build import build_report
 

@@ -19,7 +19,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from acme.ingest_jobs import JobInput, ingest_job_file
+from acme.jobs.ingest import JobInput, ingest_job_file
 from acme.lake import LakeLockTimeout, open_lake
 from tests.fakes.s3_fault_proxy import S3FaultProxy
 

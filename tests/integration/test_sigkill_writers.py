@@ -90,58 +90,29 @@ class Scenario:
     preload: tuple[str, ...] = ()  # imported once in the parent, so that each forked task starts quickly
 
 
-INGEST_MODULES = ("acme.ingest_jobs", "acme.validate", "great_expectations", "pyarrow.parquet", "pandas")
+INGEST_MODULES = ("acme.jobs.ingest", "acme.jobs.validate", "great_expectations", "pyarrow.parquet", "pandas")
 REPORT_MODULES = ("acme.report.build", "acme.report.characterize", "acme.report.figures", "duckdb")
 
 
 # --- the DAGs' writing tasks ------------------------------------------------------------------------
 
 
-def _job_input(cluster: str, day: date):
-    from acme.clusters import load_clusters
-    from acme.ingest_jobs import JobInput, plan_job_inputs
-
-    (planned,) = plan_job_inputs(load_clusters(), day, cluster)
-    return JobInput.from_dict(planned["input"])
-
-
 def ingest_job_steps(cluster: str, day: date, campaign: bool = True) -> list[Step]:
-    """``ingest_job_traces``: extract → parse → validate → publish of one cluster-day."""
-    from acme.ingest_jobs import (
-        extract_job_input,
-        parse_staged,
-        publish_staged,
-        staging_prefix,
-        validate_staged,
-    )
+    """``ingest_job_traces``: its one ingest task of one cluster-day (extract → parse → validate →
+    publish, with the raw copy and the staged rows as retry points inside it)."""
+    from acme.clusters import load_clusters
+    from acme.jobs.ingest import plan_job_inputs
 
     tag = f"{cluster}-{day}"
     run_id = f"scheduled__{day}T00:00:00+00:00"
 
-    def extract(lake, xcom):
-        return extract_job_input(lake, _job_input(cluster, day))
+    def ingest(lake, xcom):
+        from acme.jobs.ingest import ingest_planned
 
-    def parse(lake, xcom):
-        job_input = _job_input(cluster, day)
-        staging = staging_prefix(run_id, job_input)
-        return {"staging": staging, "parsed": parse_staged(lake, job_input, xcom[f"extract {tag}"], staging)}
+        (planned,) = plan_job_inputs(load_clusters(), day, cluster)
+        return ingest_planned(lake, planned, run_id)
 
-    def validate(lake, xcom):
-        parsed = xcom[f"parse {tag}"]
-        return validate_staged(lake, _job_input(cluster, day), parsed["staging"], parsed["parsed"])
-
-    def publish(lake, xcom):
-        return publish_staged(lake, _job_input(cluster, day), xcom[f"parse {tag}"]["staging"])
-
-    return [
-        Step(f"{verb} {tag}", call, campaign)
-        for verb, call in (
-            ("extract", extract),
-            ("parse", parse),
-            ("validate", validate),
-            ("publish", publish),
-        )
-    ]
+    return [Step(f"ingest {tag}", ingest, campaign)]
 
 
 def ingest_jobs_scenario() -> Scenario:
@@ -624,23 +595,23 @@ def assert_killed_once_and_recovered(figures: list[TaskFigures]) -> None:
     assert not figures[0].problems, "\n".join(figures[0].problems)
 
 
-def test_publish_retried_after_its_worker_died_past_the_staging_drop_returns_the_same_partitions(
+def test_ingest_retried_after_its_worker_died_past_the_staging_drop_returns_the_same_partitions(
     tmp_path, campaign_env
 ):
-    """The publish merged every partition and dropped its staging area; the worker died before the task
-    was marked done. The retry used to fail for ever on the missing staged rows."""
+    """The ingest merged every partition and dropped its staging area; the worker died before the task
+    was marked done. The retry (then from the start: no retry point is left) returns the same."""
     scenario = Scenario("ingest_job_traces", ingest_job_steps("seren", DAY1), preload=INGEST_MODULES)
-    pick = kill_at("publish seren-2023-07-01", "delete_prefix", "staging/", "after")
+    pick = kill_at("ingest seren-2023-07-01", "delete_prefix", "staging/", "after")
     assert_killed_once_and_recovered(run_campaign(scenario, tmp_path, 1, "all", SEED, pick))
 
 
-def test_publish_retried_after_its_staging_drop_stopped_half_way_keeps_the_input_s_validation_record(
+def test_ingest_retried_after_its_staging_drop_stopped_half_way_keeps_the_input_s_validation_record(
     tmp_path, campaign_env
 ):
-    """The staging area was half deleted: the staged rows left, their validation report gone. The retry
-    used to publish them again with an empty report, erasing the input's record in ``_validation.json``."""
+    """The staging area was half deleted. The retry must not publish from a partial staging area with
+    an empty report (that used to erase the input's record in ``_validation.json``)."""
     scenario = Scenario("ingest_job_traces", ingest_job_steps("seren", DAY1), preload=INGEST_MODULES)
-    pick = kill_at("publish seren-2023-07-01", "delete_prefix", "staging/", "partial")
+    pick = kill_at("ingest seren-2023-07-01", "delete_prefix", "staging/", "partial")
     assert_killed_once_and_recovered(run_campaign(scenario, tmp_path, 1, "all", SEED, pick))
 
 

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from acme.errors import InputError, SchemaDriftError
-from acme.sources.acmetrace import KALOS_COLUMNS, SEREN_COLUMNS, parse_acmetrace
+from acme.jobs.acmetrace import KALOS_COLUMNS, SEREN_COLUMNS, parse_acmetrace
 
 
 @pytest.fixture
@@ -166,3 +166,46 @@ def test_a_file_the_csv_reader_cannot_follow_is_a_clear_error(tmp_path, seren_sa
     text = "\n".join([lines[0], lines[1], "\r", lines[2]]) + "\n"  # a stray carriage return
     with pytest.raises(InputError, match="stray.csv: unreadable as CSV"):
         parse_acmetrace(write(tmp_path, "stray.csv", text), "seren")
+
+
+def broken_inputs(seren_sample) -> dict[str, bytes]:
+    """The broken files of the tests above, all at once."""
+    text = seren_sample.read_text()
+    lines = text.splitlines()
+    naive = list(lines)
+    naive[1] = naive[1].replace("2023-03-01 00:18:54+08:00", "2023-03-01 00:18:54")
+    naive[3] = naive[3].replace("2023-03-01 10:27:32+08:00", "yesterday")
+    count = list(lines)
+    fields = count[1].split(",")
+    fields[SEREN_COLUMNS.index("gpu_num")] = "eight"
+    count[1] = ",".join(fields)
+    raw = seren_sample.read_bytes().split(b"\n")
+    raw[2] = raw[2].replace(b"u5907", b"u\xff\xfe07")
+    trimmed = text.rstrip("\n")
+    return {
+        "clean": text.encode(),
+        "truncated": trimmed[: trimmed.rfind(",")].encode(),
+        "latin": b"\n".join(raw),
+        "times": ("\n".join(naive) + "\n\n").encode(),
+        "count": "\n".join(count).encode(),
+        "blank": ("\n".join([lines[0], lines[1], "", lines[2], "", lines[3]]) + "\n").encode(),
+    }
+
+
+@pytest.mark.parametrize("day", [None, date(2023, 3, 1), date(2023, 3, 2)])
+def test_the_arrow_parse_equals_the_pandas_parse_on_clean_and_broken_files(tmp_path, seren_sample, day):
+    """``parse_acmetrace_table`` (the ingest's one data path: DuckDB's Arrow result completed in Arrow)
+    gives the same rows, rejects, accounting and notes as ``parse_acmetrace``."""
+    from acme.jobs.acmetrace import parse_acmetrace_table
+    from acme.jobs.ingest import _jobs_table
+
+    for name, content in broken_inputs(seren_sample).items():
+        path = write(tmp_path, f"{name}.csv", content)
+        frame, table = parse_acmetrace(path, "seren", day=day), parse_acmetrace_table(path, "seren", day=day)
+        assert table.jobs.equals(_jobs_table(frame.jobs)), name
+        pd.testing.assert_frame_equal(table.rejects, frame.rejects, obj=name)
+        assert (table.rows_in, table.skipped_other_days, table.notes) == (
+            frame.rows_in,
+            frame.skipped_other_days,
+            frame.notes,
+        ), name

@@ -22,13 +22,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from acme.classify import load_classifier
 from acme.errors import InputError
+from acme.jobs import sacct as sacct_module
+from acme.jobs.base import LONG_LINE_HEAD_BYTES, check_input_size, iter_raw_lines
+from acme.jobs.classify import load_classifier
+from acme.jobs.sacct import DEFAULT_FIELDS, parse_sacct, parse_sacct_file, read_sacct_file
 from acme.metrics.catalog import load_catalog
 from acme.metrics.exposition import parse_exposition_file
-from acme.sources import sacct as sacct_module
-from acme.sources.base import LONG_LINE_HEAD_BYTES, check_input_size, iter_raw_lines
-from acme.sources.sacct import DEFAULT_FIELDS, parse_sacct, parse_sacct_file, read_sacct_file
 from tests.metrics_support import parse_exposition
 
 PLUGINS = Path(__file__).resolve().parents[2] / "plugins"
@@ -329,7 +329,7 @@ def test_log_reader_cuts_a_huge_line_and_keeps_every_other(tmp_path):
 
 
 def test_an_input_above_the_limit_is_refused_before_it_is_read(tmp_path, monkeypatch):
-    from acme.ingest_jobs import JobInput, parse_job_input
+    from acme.jobs.ingest import JobInput, parse_job_input
 
     path = tmp_path / "pods.json"
     path.write_text('{"kind": "Pod"}' * 1000)
@@ -357,7 +357,7 @@ def test_a_sparse_20_gib_file_is_refused_unread(tmp_path):
 
 def test_the_limit_must_be_a_positive_integer(monkeypatch):
     from acme.errors import ConfigError
-    from acme.sources.base import max_input_bytes
+    from acme.jobs.base import max_input_bytes
 
     assert max_input_bytes() == 2**30
     monkeypatch.setenv("ACME_MAX_INPUT_BYTES", "0")
@@ -373,8 +373,8 @@ CHILD = textwrap.dedent(
     sys.path.insert(0, {plugins!r})
     import fsspec
     from acme.diagnosis.pipeline import read_log_lines
-    from acme.sources.sacct import parse_sacct_file
-    from acme.classify import load_classifier
+    from acme.jobs.sacct import parse_sacct_file
+    from acme.jobs.classify import load_classifier
     kind, path = sys.argv[1:3]
     if kind == "sacct":
         result = parse_sacct_file(path, "c", classifier=load_classifier())
@@ -431,7 +431,7 @@ def test_peak_memory_hardly_grows_from_50_to_400_mb(tmp_path, kind):
 def test_sacct_staged_in_batches_equals_the_parse_in_memory(tmp_path, monkeypatch):
     """The Airflow parse task writes sacct rows batch by batch (secrets masked in each): the staged
     rows, rejects and counts are those of the in-memory parse."""
-    from acme.ingest_jobs import JobInput, _jobs_table, parse_job_input, parse_staged
+    from acme.jobs.ingest import JobInput, _jobs_table, parse_job_input, parse_staged
     from acme.lake import Lake
 
     lake = Lake(str(tmp_path / "lake"))
@@ -447,7 +447,7 @@ def test_sacct_staged_in_batches_equals_the_parse_in_memory(tmp_path, monkeypatc
     whole, _ = parse_job_input(job_input, lake.path("raw/x.txt"))
     assert staged["rows_in"] == whole.rows_in and staged["parsed"] == len(whole.jobs) > 1000
     assert staged["parse_rejects"] == len(whole.rejects) and staged["notes"] == whole.notes
-    assert staged["first_day"] == min(whole.jobs["submit_time"]).date()
+    assert staged["first_day"] == min(whole.jobs["submit_time"]).date().isoformat()  # JSON-ready
     table = lake.read_parquet("staging/run/parsed.parquet")
     assert table.num_rows == len(whole.jobs) and table.schema.equals(_jobs_table(whole.jobs).schema)
     assert table.sort_by("source_line").equals(_jobs_table(whole.jobs).sort_by("source_line"))
@@ -457,7 +457,7 @@ def test_sacct_staged_in_batches_equals_the_parse_in_memory(tmp_path, monkeypatc
 
 
 def test_extract_refuses_an_input_above_the_limit_before_copying_it(tmp_path, monkeypatch):
-    from acme.ingest_jobs import JobInput, extract_job_input, raw_key
+    from acme.jobs.ingest import JobInput, extract_job_input, raw_key
     from acme.lake import Lake
 
     lake = Lake(str(tmp_path / "lake"))
@@ -471,5 +471,7 @@ def test_extract_refuses_an_input_above_the_limit_before_copying_it(tmp_path, mo
     monkeypatch.setenv("ACME_MAX_INPUT_BYTES", "8192")
     key = extract_job_input(lake, job_input)
     assert lake.read_bytes(key) == source.read_bytes()
-    with pytest.raises(InputError, match="no input for seren"):
+    from acme.errors import InputNotFoundError
+
+    with pytest.raises(InputNotFoundError, match="no input for seren"):
         extract_job_input(lake, JobInput("seren", "sacct", str(tmp_path / "missing.txt")))

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from acme.classify import JobTypeClassifier, load_classifier
 from acme.errors import ConfigError
+from acme.jobs.classify import JobTypeClassifier, load_classifier
 
 
 @pytest.mark.parametrize(

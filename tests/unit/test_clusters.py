@@ -6,9 +6,9 @@ import pytest
 
 from acme.clusters import METRIC_FORMATS, load_clusters, selected_clusters
 from acme.errors import ConfigError
-from acme.ingest_jobs import plan_job_inputs
+from acme.jobs.formats import FORMAT_NAMES as SOURCES
+from acme.jobs.ingest import plan_job_inputs
 from acme.metrics.ingest import plan_metric_inputs
-from acme.schema import SOURCES
 
 
 def test_the_bundled_configuration_loads():
@@ -77,7 +77,7 @@ def test_a_cluster_name_is_a_safe_path_component_only(name):
 def test_sacct_delimiter_is_a_cluster_setting_and_reaches_the_parser(tmp_path):
     from datetime import date
 
-    from acme.ingest_jobs import JobInput
+    from acme.jobs.ingest import JobInput
 
     config = tmp_path / "clusters.yaml"
     config.write_text(

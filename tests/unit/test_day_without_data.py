@@ -25,15 +25,7 @@ from pathlib import Path
 import pytest
 
 from acme.errors import AcmeError, InputError
-from acme.ingest_jobs import (
-    JobInput,
-    extract_job_input,
-    ingest_job_file,
-    parse_staged,
-    publish_staged,
-    staging_prefix,
-    validate_staged,
-)
+from acme.jobs.ingest import JobInput, ingest_job_file, ingest_planned
 from acme.lake import Lake
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -56,13 +48,8 @@ def snapshot(lake: Lake, area: str) -> dict[str, bytes]:
 
 
 def run_job_dag_steps(lake: Lake, job_input: JobInput) -> dict:
-    """The job DAG's extract -> parse -> validate -> publish, as its tasks call them."""
-    raw = extract_job_input(lake, job_input)
-    staging = staging_prefix("manual__2023-07-02", job_input)
-    parsed = parse_staged(lake, job_input, raw, staging)
-    validated = validate_staged(lake, job_input, staging, parsed)
-    partitions = publish_staged(lake, job_input, staging)
-    return {"parsed": parsed, "validated": validated, "partitions": partitions}
+    """The job DAG's ingest task (extract -> parse -> validate -> publish), as it calls it."""
+    return ingest_planned(lake, {"input": job_input.to_dict(), "command": None}, "manual__2023-07-02")
 
 
 def validation_reports(lake: Lake, cluster: str, day: date) -> list[dict]:
@@ -94,14 +81,14 @@ def test_an_empty_day_is_ingested_as_zero_jobs_and_keeps_the_days_published_jobs
     job_input = JobInput("seren", fmt, str(empty), SAMPLE_DAY)
     outcome = run_job_dag_steps(lake, job_input)
 
-    assert outcome["parsed"]["rows_in"] == 0 and outcome["parsed"]["parse_rejects"] == 0
-    assert outcome["validated"] == {"accepted": 0, "quarantined": 0, "quarantine": None}
+    assert outcome["rows_in"] == 0 and outcome["rows"] == 0
+    assert outcome["quarantined"] == 0 and outcome["quarantine"] is None
     assert outcome["partitions"] == []
     assert snapshot(lake, "jobs") == published, "an empty input must not touch the day's published jobs"
     reports = [r for r in validation_reports(lake, "seren", SAMPLE_DAY) if r["input"] == str(empty)]
     assert len(reports) == 1 and reports[0]["rows_in"] == 0 and reports[0]["quarantined"] == 0
-    assert not (Path(lake.root) / "staging").exists() or not any(
-        (Path(lake.root) / "staging").rglob("*.parquet")
+    assert not [p for p in (Path(lake.root) / "staging").rglob("*") if p.is_file()], (
+        "no staged object is left"
     )
 
 
@@ -127,20 +114,22 @@ def test_an_empty_re_export_is_idempotent(lake, tmp_path):
 
 
 def test_a_missing_input_is_a_retried_error_naming_the_file(lake, tmp_path):
-    """Data not arrived yet: ``extract`` raises an InputError naming the file; the DAG's extract task has
-    retries and does not turn it into a final failure (only parse/validate do that)."""
+    """Data not arrived yet: the ingest raises an InputNotFoundError naming the file, which the DAG's
+    task retries (``lake_task`` makes only bad input final); an unusable input is an InputError."""
+    from acme.errors import InputNotFoundError
+
     missing = tmp_path / "2023-07-01.csv"
-    with pytest.raises(InputError) as raised:
-        extract_job_input(lake, JobInput("seren", "acmetrace", str(missing), SAMPLE_DAY))
+    planned = {"input": JobInput("seren", "acmetrace", str(missing), SAMPLE_DAY).to_dict(), "command": None}
+    with pytest.raises(InputNotFoundError) as raised:
+        ingest_planned(lake, planned, "manual__x")
+    assert not isinstance(raised.value, InputError), "a missing input must stay retryable"
     assert str(missing) in str(raised.value) and "no input for seren on 2023-07-01" in str(raised.value)
     assert snapshot(lake, "jobs") == {} and snapshot(lake, "validation") == {}
-
-    source = (ROOT / "dags" / "ingest_job_traces.py").read_text()
-    extract_body = source.split("def extract(")[1].split("@task")[0]
-    assert "no_retry_for_bad_input" not in extract_body
-    from acme_airflow.defaults import DEFAULT_ARGS
-
-    assert DEFAULT_ARGS["retries"] >= 1
+    broken = tmp_path / "broken.csv"
+    broken.write_text("not,an,acmetrace,header\n")
+    planned["input"]["uri"] = str(broken)
+    with pytest.raises(InputError):
+        ingest_planned(lake, planned, "manual__x")
 
 
 def test_a_zero_byte_sacct_file_is_refused_naming_it(lake, tmp_path):
@@ -161,7 +150,7 @@ def test_an_empty_header_less_sacct_export_with_its_field_list_is_zero_jobs(lake
     empty.write_text("")
     fields = tuple(SACCT_HEADER.strip().split("|"))
     outcome = run_job_dag_steps(lake, JobInput("seren", "sacct", str(empty), SAMPLE_DAY, fields))
-    assert outcome["parsed"]["rows_in"] == 0 and outcome["partitions"] == []
+    assert outcome["rows_in"] == 0 and outcome["partitions"] == []
 
 
 # --------------------------------------------------------------------------- metrics

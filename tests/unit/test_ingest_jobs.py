@@ -10,10 +10,10 @@ import pyarrow.parquet as pq
 import pytest
 
 from acme.errors import QuarantineThresholdError
-from acme.ingest_jobs import JobInput, ingest_job_file, merge_job_tables
+from acme.jobs.acmetrace import KALOS_COLUMNS
+from acme.jobs.ingest import JobInput, ingest_job_file, merge_job_tables
+from acme.jobs.schema import job_arrow_schema, jobs_from_arrow
 from acme.lake import Lake
-from acme.schema import job_arrow_schema, jobs_from_arrow
-from acme.sources.acmetrace import KALOS_COLUMNS
 
 
 @pytest.fixture
@@ -177,7 +177,7 @@ def test_job_without_submit_is_filed_by_its_start_day_and_left_out_of_queueing(l
 def test_partition_written_before_gpu_share_merges_and_is_reported(lake_dir, tmp_path):
     import pyarrow as pa
 
-    from acme.ingest_jobs import publish_jobs
+    from acme.jobs.ingest import publish_jobs
 
     # A partition as the code before gpu_share wrote it: every canonical column but that one.
     path = tmp_path / "old.txt"

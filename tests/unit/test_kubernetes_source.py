@@ -1,4 +1,4 @@
-"""acme.sources.kubernetes: real and constructed Pod/Job extracts into canonical jobs.
+"""acme.jobs.kubernetes: real and constructed Pod/Job extracts into canonical jobs.
 
 Fixtures and their provenance: tests/fixtures/k8s/SOURCES.md.
 """
@@ -14,10 +14,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from acme.classify import JobTypeClassifier
 from acme.errors import InputError
-from acme.schema import JOB_COLUMNS, JOB_TYPES, STATES
-from acme.sources.kubernetes import MAX_RECORD_CHARS, SKIP_NOT_ADMITTED, _quantity, _Reject, parse_kubernetes
+from acme.jobs.classify import JobTypeClassifier
+from acme.jobs.kubernetes import MAX_RECORD_CHARS, SKIP_NOT_ADMITTED, _quantity, _Reject, parse_kubernetes
+from acme.jobs.schema import JOB_COLUMNS, JOB_TYPES, STATES
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "k8s"
 

@@ -1,4 +1,4 @@
-"""The Slurm sacct job source (acme.sources.sacct) on real and constructed sacct output.
+"""The Slurm sacct job source (acme.jobs.sacct) on real and constructed sacct output.
 
 Fixture provenance: tests/fixtures/sacct/SOURCES.md.
 """
@@ -15,11 +15,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from acme.classify import JobTypeClassifier, JobTypeRule, load_classifier
 from acme.errors import ConfigError, InputError, SchemaDriftError
-from acme.schema import JOB_COLUMNS, STATES
-from acme.sources import sacct as sacct_module
-from acme.sources.sacct import (
+from acme.jobs import sacct as sacct_module
+from acme.jobs.classify import JobTypeClassifier, JobTypeRule, load_classifier
+from acme.jobs.sacct import (
     DEFAULT_FIELDS,
     LIVE_STATES,
     SKIP_COMMENT,
@@ -30,6 +29,7 @@ from acme.sources.sacct import (
     run_sacct,
     sacct_command,
 )
+from acme.jobs.schema import JOB_COLUMNS, STATES
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "sacct"
 

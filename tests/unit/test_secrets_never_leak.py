@@ -15,7 +15,7 @@ import pytest
 from acme.diagnosis.pipeline import diagnose_job
 from acme.diagnosis.records import write_records
 from acme.diagnosis.routing import route, write_owner_message
-from acme.ingest_jobs import JobInput, ingest_job_file
+from acme.jobs.ingest import JobInput, ingest_job_file
 from acme.lake import Lake
 from acme.secrets import redact
 

@@ -1,7 +1,7 @@
 """The synthetic AcmeTrace generator: exact raw layout, determinism and calibration to the paper.
 
 Statistics are computed from the written CSV read back with pandas (never from the generator's
-internals) and compared with the targets and tolerances in ``acme.synth.trace.CALIBRATION``.
+internals) and compared with the targets and tolerances in ``acme.jobs.synth.CALIBRATION``.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from acme.schema import STATE_GROUPS
-from acme.synth.trace import CALIBRATION, COLUMNS, STATE_GROUP, synth_trace, write_synth_trace
+from acme.jobs.schema import STATE_GROUPS
+from acme.jobs.synth import CALIBRATION, COLUMNS, STATE_GROUP, synth_trace, write_synth_trace
 
 REFERENCE = Path("/work/shared/reference/acmetrace/samples")
 START = dt.date(2023, 6, 5)  # a Monday: 14 days = two whole weeks

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from acme.sources.sacct import parse_sacct
+from acme.jobs.sacct import parse_sacct
 
 HEADER = "JobID|JobName|User|Partition|State|Submit|Start|End|Elapsed|NNodes|NCPUS|NodeList|AllocTRES|ReqTRES|ExitCode"
 TAIL = "1|8|n1|cpu=8,gres/gpu=1|cpu=8|0:0"

@@ -8,8 +8,8 @@ import pandas as pd
 import pytest
 
 from acme.errors import SchemaDriftError
-from acme.sources.acmetrace import parse_acmetrace
-from acme.validate import validate_jobs
+from acme.jobs.acmetrace import parse_acmetrace
+from acme.jobs.validate import validate_jobs
 
 
 @pytest.fixture(scope="module")
@@ -103,7 +103,7 @@ def test_sacct_rows_as_the_field_has_them_pass():
     """No Submit, no User, no TRES (null GPUs), Elapsed shorter than End − Start (suspended time),
     a fractional GPU whose gpu_time is share × run time: all legitimate, none quarantined; an
     Elapsed longer than End − Start is not."""
-    from acme.sources.base import jobs_frame
+    from acme.jobs.base import jobs_frame
 
     def job(job_id, **fields):
         base = {

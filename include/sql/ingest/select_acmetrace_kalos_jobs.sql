@@ -3,7 +3,7 @@
 -- Kalos: 16-character ids, times with +00:00, duration = end - SUBMIT (includes queueing),
 -- queue = start - submit (float), fail_time set iff FAILED, stop_time set iff CANCELLED,
 -- end_time empty while RUNNING. gpu_time = gpu_num * duration (empty for CPU jobs).
--- Columns come out in the canonical order (acme.schema.JOB_COLUMNS) except state_group and
+-- Columns come out in the canonical order (acme.jobs.schema.JOB_COLUMNS) except state_group and
 -- source_line, which the caller adds; problem says what could not be converted (such rows
 -- go to quarantine, not to the lake, with record: the row as read, as JSON).
 WITH parsed AS (

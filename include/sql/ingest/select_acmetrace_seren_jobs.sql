@@ -2,7 +2,7 @@
 -- (numbers typed by the reader, times as text; rows in file order).
 -- Seren: Slurm ids, times with +08:00, duration = end - start, queue = start - submit,
 -- gpu_time = gpu_num * duration (empty for CPU jobs).
--- Columns come out in the canonical order (acme.schema.JOB_COLUMNS) except state_group and
+-- Columns come out in the canonical order (acme.jobs.schema.JOB_COLUMNS) except state_group and
 -- source_line, which the caller adds; problem says what could not be converted (such rows
 -- go to quarantine, not to the lake, with record: the row as read, as JSON).
 WITH parsed AS (

@@ -99,7 +99,7 @@ def build_lake(
 ) -> list[str]:
     """Ingest the job and its telemetry into ``lake_dir`` (``storage``: with its nodes' storage writes);
     the job's nodes."""
-    from acme.ingest_jobs import JobInput, ingest_job_file
+    from acme.jobs.ingest import JobInput, ingest_job_file
     from acme.lake import Lake
     from acme.metrics.ingest import ingest_metrics_file
     from acme.metrics.synth import write_acmetrace_csv

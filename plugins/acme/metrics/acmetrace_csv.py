@@ -134,7 +134,7 @@ def parse_wide_csv(
     import numpy as np
 
     from acme.metrics.storage import Samples, series_frame
-    from acme.sources.base import rejects_frame
+    from acme.jobs.base import rejects_frame
 
     path = str(path)
     source_file = source_file or path

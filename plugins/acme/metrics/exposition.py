@@ -175,13 +175,13 @@ def parse_exposition_file(
 ) -> ExpositionResult:
     """Parse an exposition file read ``chunk_bytes`` at a time (undecodable bytes
     replaced): the same result without the text in memory, only the samples (20 bytes each).
-    A line above ``max_line_bytes`` (default ``acme.sources.base.MAX_LINE_BYTES``) is rejected
+    A line above ``max_line_bytes`` (default ``acme.jobs.base.MAX_LINE_BYTES``) is rejected
     with its length, only its head read into memory. Without ``default_time_ms`` the file's
     modification time is the last-resort time of its samples."""
     import contextlib
     import os
 
-    from acme.sources import base
+    from acme.jobs import base
 
     name = source_file or str(path)
     options = TimeOptions(scrape_time_ms, default_time_ms, "default time", default_node)
@@ -237,8 +237,8 @@ def _parse_lines(
     """``lines``: (line number, text without its \\n, byte length if above the limit else 0)."""
     import numpy as np
 
+    from acme.jobs.base import long_line_reason, rejects_frame
     from acme.metrics.storage import Samples, series_frame
-    from acme.sources.base import long_line_reason, rejects_frame
 
     ts_factor = 1000 if openmetrics else 1
     wanted = catalog.by_exporter_name()

@@ -160,7 +160,7 @@ def write_synth_campaigns(lake: Lake, cluster: str = "seren", seed: int = 0) -> 
     from acme import lake_keys
     from acme.diagnosis.records import DiagnosisRecord, write_records
     from acme.diagnosis.rules import EXTRA_REASONS, TAXONOMY
-    from acme.ingest_jobs import JobInput, ingest_job_file
+    from acme.jobs.ingest import JobInput, ingest_job_file
 
     all_jobs, all_events = [], []
     for spec in CAMPAIGNS:

@@ -22,7 +22,7 @@ SEREN_CSV = ROOT / "include" / "sample_data" / "jobs" / "seren" / f"{DAY}.csv"
 def seren_day(lake_dir, monkeypatch):
     """The bundled seren day in a fresh lake, with a short crash log for five of its failed jobs."""
     from acme.diagnosis.nightly import failed_jobs
-    from acme.ingest_jobs import JobInput, ingest_job_file
+    from acme.jobs.ingest import JobInput, ingest_job_file
     from acme.lake import Lake
 
     monkeypatch.setenv("ACME_DIAGNOSIS_EMBEDDING", "lexical")  # the model's load is not under test here

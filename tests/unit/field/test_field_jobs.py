@@ -59,7 +59,7 @@ def _published(lake: Path):
     import pandas as pd
     import pyarrow.parquet as pq
 
-    from acme.schema import jobs_from_arrow
+    from acme.jobs.schema import jobs_from_arrow
 
     files = sorted(lake.glob("jobs/cluster=field/date=*/jobs.parquet"))
     if not files:

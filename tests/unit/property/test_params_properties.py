@@ -6,7 +6,7 @@ lookalikes (fullwidth digits, a Cyrillic ``а``, U+2028), wrong types -- and val
 Param schema (``Param.resolve``, as Airflow does when a run is triggered). For the values the schema
 accepts, the function the DAG's first task calls gets them as the task would hand them over:
 
-- ``ingest_job_traces``: ``acme.ingest_jobs.plan_job_inputs``;
+- ``ingest_job_traces``: ``acme.jobs.ingest.plan_job_inputs``;
 - ``ingest_metrics``: ``acme.metrics.ingest.plan_metric_inputs``;
 - ``diagnose_failures``: ``diagnosis_targets`` and ``plan_diagnoses``, then ``locate_logs`` for every
   planned job (where a ``log`` Param becomes a path);
@@ -171,7 +171,7 @@ def run_plan(dag_id: str, params: dict, lake) -> object:
 
     context = context_for(params)
     if dag_id == "ingest_job_traces":
-        from acme.ingest_jobs import plan_job_inputs
+        from acme.jobs.ingest import plan_job_inputs
 
         planned = plan_job_inputs(
             load_clusters(), run_day(context), params["cluster"], params["source"], params.get("input")

@@ -24,7 +24,7 @@ from hypothesis import event, given
 from hypothesis import strategies as st
 
 from acme.errors import InputError
-from acme.sources.sacct import DEFAULT_FIELDS
+from acme.jobs.sacct import DEFAULT_FIELDS
 from tests.unit.property.campaign import SETTINGS
 
 garbage = st.one_of(
@@ -79,7 +79,7 @@ def sacct_text(draw) -> str:
 @SETTINGS
 @given(text=sacct_text())
 def test_sacct_parser_accounts_for_every_record(text):
-    from acme.sources.sacct import parse_sacct
+    from acme.jobs.sacct import parse_sacct
 
     try:
         result = parse_sacct(text, "seren", source_file="fuzz.sacct")
@@ -98,7 +98,7 @@ def test_sacct_parser_accounts_for_every_record(text):
 @SETTINGS
 @given(data=st.binary(max_size=2_000))
 def test_sacct_parser_on_binary_garbage(data):
-    from acme.sources.sacct import parse_sacct
+    from acme.jobs.sacct import parse_sacct
 
     try:
         result = parse_sacct(data.decode("utf-8", "replace"), "seren", source_file="bin.sacct")
@@ -194,7 +194,7 @@ def kubernetes_document(draw) -> str:
 @SETTINGS
 @given(text=kubernetes_document())
 def test_kubernetes_parser_accounts_for_every_record(text):
-    from acme.sources.kubernetes import parse_kubernetes
+    from acme.jobs.kubernetes import parse_kubernetes
 
     try:
         result = parse_kubernetes(text, "seren", source_file="fuzz.json")
@@ -209,7 +209,7 @@ def test_kubernetes_parser_accounts_for_every_record(text):
 
 
 def test_kubernetes_parser_on_deeply_nested_json():
-    from acme.sources.kubernetes import parse_kubernetes
+    from acme.jobs.kubernetes import parse_kubernetes
 
     nested = "[" * 100_000 + "]" * 100_000
     document = '{"kind": "PodList", "items": [' + nested + "]}"
@@ -267,7 +267,7 @@ def acmetrace_csv(draw) -> str:
 @SETTINGS
 @given(text=acmetrace_csv())
 def test_acmetrace_parser_accounts_for_every_row(text, tmp_path_factory):
-    from acme.sources.acmetrace import parse_acmetrace
+    from acme.jobs.acmetrace import parse_acmetrace
 
     path = tmp_path_factory.mktemp("acmetrace") / "cluster_job_trace.csv"
     path.write_text(text, encoding="utf-8")

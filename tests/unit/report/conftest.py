@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from acme.ingest_jobs import JobInput, ingest_job_file
+from acme.jobs.ingest import JobInput, ingest_job_file
 from acme.lake import Lake
 
 START = dt.date(2023, 6, 5)  # the calibration window of tests/unit/test_synth_trace.py
@@ -23,7 +23,7 @@ DIAGNOSIS_COLUMNS = (
 
 
 def ingest_synth_trace(lake: Lake, cluster: str, folder: Path, start=START, days=DAYS, scale=1.0) -> int:
-    from acme.synth.trace import write_synth_trace
+    from acme.jobs.synth import write_synth_trace
 
     path = folder / f"trace_{cluster}.csv"
     written = write_synth_trace(cluster, start, days, path, scale=scale, seed=SEED)

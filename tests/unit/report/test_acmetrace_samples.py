@@ -12,7 +12,7 @@ from datetime import datetime
 
 import pytest
 
-from acme.ingest_jobs import JobInput, ingest_job_file
+from acme.jobs.ingest import JobInput, ingest_job_file
 from acme.lake import Lake
 from acme.report.characterize import characterize
 from acme.report.periods import parse_period

@@ -1,17 +1,17 @@
 """On synthesized traces the report reproduces the generator's calibration targets (paper figures).
 
-The trace is written by ``acme.synth.trace``, ingested through the real pipeline into a lake and
+The trace is written by ``acme.jobs.synth``, ingested through the real pipeline into a lake and
 characterized by the report's SQL; the report's figures are then held to the targets and
-tolerances of ``acme.synth.trace.CALIBRATION`` (the same ones the generator is tested against).
+tolerances of ``acme.jobs.synth.CALIBRATION`` (the same ones the generator is tested against).
 """
 
 from __future__ import annotations
 
 import pytest
 
+from acme.jobs.synth import CALIBRATION
 from acme.report.characterize import characterize
 from acme.report.periods import parse_period
-from acme.synth.trace import CALIBRATION
 from tests.unit.report.conftest import DAYS
 
 

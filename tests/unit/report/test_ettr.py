@@ -182,7 +182,7 @@ def test_the_report_has_the_ettr_section_with_its_figure_and_tables(campaign_lak
 
 
 def test_acmetrace_data_without_job_names_says_so(tmp_path):
-    from acme.ingest_jobs import JobInput, ingest_job_file
+    from acme.jobs.ingest import JobInput, ingest_job_file
     from acme.report.build import build_report
 
     sample = Path(__file__).resolve().parents[3] / "include/sample_data/jobs/kalos/2023-07-01.csv"
@@ -198,7 +198,7 @@ def test_the_demo_whole_history_report_shows_both_campaigns(tmp_path):
     """What ``make demo`` publishes: the AcmeTrace sample days and the synthesized campaigns in one Seren lake,
     then the monthly run's whole-history report (period ``all``): its ETTR section has both campaigns, and
     the AcmeTrace jobs (no names) do not form one."""
-    from acme.ingest_jobs import JobInput, ingest_job_file
+    from acme.jobs.ingest import JobInput, ingest_job_file
     from acme.report.build import build_report
     from acme.synth.campaigns import write_synth_campaigns
 

@@ -50,7 +50,7 @@ PREEMPTED, TIMEOUT, NODE_FAIL, OUT_OF_MEMORY, RUNNING are kept. Outside that voc
   by its time limit), REVOKED -> CANCELLED (a federated sibling ran instead).
 - COMPLETING, CONFIGURING, RESIZING, SUSPENDED, STOPPED, SIGNALING, STAGE_OUT, REQUEUED,
   REQUEUE_FED, REQUEUE_HOLD -> RUNNING: the job was allocated and has not reached an end
-  state; a later extract supersedes it (``schema.state_rank``: terminal beats RUNNING).
+  state; a later extract supersedes it (``acme.jobs.ingest.merge_job_tables``: terminal beats RUNNING).
 - PENDING -> skipped and counted (``SKIP_PENDING``), not rejected: a pending job has no outcome
   and no start yet; it arrives in a later extract once it runs or ends. :func:`sacct_command` asks
   sacct for non-pending states only (``--state``), so live extracts carry none.
@@ -109,7 +109,7 @@ the file 8 MB at a time, in two passes: an index of job ids (their last job line
 before their job or more than 10,000 lines after it), then the rows, built 50,000 jobs at a time
 (``on_jobs`` takes them batch by batch instead of holding them). What grows with the input is
 the index (~100 bytes per job id) and, without ``on_jobs``, the result. A line longer than
-``acme.sources.base.MAX_LINE_BYTES`` (1 MiB) is rejected with its length and never held whole;
+``acme.jobs.base.MAX_LINE_BYTES`` (1 MiB) is rejected with its length and never held whole;
 a file above ``ACME_MAX_INPUT_BYTES`` (default 1 GiB: the day's table is validated whole) is
 refused before it is read.
 """
@@ -122,14 +122,15 @@ import shlex
 import subprocess
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
+from dataclasses import field as dataclass_field
 from datetime import UTC, date, datetime, time, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from acme.errors import ConfigError, InputError, SchemaDriftError
-from acme.schema import JOB_COLUMNS, STATES
-from acme.sources.base import (
+from acme.jobs.base import (
     CHUNK_BYTES,
     MAX_LINE_BYTES,
     ParseResult,
@@ -140,11 +141,12 @@ from acme.sources.base import (
     long_line_reason,
     rejects_frame,
 )
+from acme.jobs.schema import JOB_COLUMNS, STATES
 
 if TYPE_CHECKING:
     import pandas as pd
 
-    from acme.classify import JobTypeClassifier
+    from acme.jobs.classify import JobTypeClassifier
 
 __all__ = [
     "DEFAULT_FIELDS",
@@ -374,7 +376,9 @@ def parse_sacct(
         return ((number, line, 0) for number, line in enumerate(lines, 1))
 
     with _gc_paused():
-        return _parse(read_lines, cluster, source_file, fields, classifier, tz, delimiter)
+        result = _parse(read_lines, cluster, source_file, fields, classifier, tz, delimiter)
+    assert isinstance(result, ParseResult)  # no on_jobs: the rows are returned
+    return result
 
 
 def parse_sacct_file(
@@ -493,13 +497,13 @@ def _parse(
     """Two passes over ``read_lines()`` -- (physical line number, text without its \\n, byte length
     if above the limit else 0) -- so that job lines are never all held at once:
 
-    1. an index: each job id's last job line (the one that wins), the line after each superseded
-       one, steps that come before their job's line (held, as they were before), and steps far
-       (more than ``_STEP_WINDOW`` lines) after their job's line (held; sacct prints steps right
-       after their job);
-    2. the build: job lines are collected and turned into rows ``BUILD_CHUNK_JOBS`` at a time, a
-       job once no near step can follow; rows are put back in the order of each job id's first
-       line at the end (the order a dict of job ids gave before).
+    1. an index (:func:`_index_lines`): each job id's last job line (the one that wins), the line
+       after each superseded one, steps that come before their job's line (held, as they were
+       before), and steps far (more than ``_STEP_WINDOW`` lines) after their job's line (held;
+       sacct prints steps right after their job);
+    2. the build (:class:`_Build`): job lines are collected and turned into rows
+       ``BUILD_CHUNK_JOBS`` at a time, a job once no near step can follow; rows are put back in
+       the order of each job id's first line at the end (the order a dict of job ids gave before).
 
     With ``on_jobs``, each batch of rows is handed to it instead (in the order of each job id's
     last line) and a :class:`ParseSummary` is returned: the rows are never all in memory.
@@ -507,6 +511,67 @@ def _parse(
     if not delimiter:
         raise ConfigError("sacct delimiter must not be empty")
     zone_name = _zone(tz).key
+    notes: list[str] = []
+    layout = _read_layout(read_lines, fields, delimiter, source_file, notes)
+    if classifier is None:
+        from acme.jobs.classify import load_classifier
+
+        classifier = load_classifier()
+    classify = _line_classifier(layout, max_line_bytes)
+    index = _index_lines(layout.data_lines(read_lines), classify)
+    build = _Build(layout, index, cluster, source_file, zone_name, classifier, on_jobs)
+    build.run(layout.data_lines(read_lines), classify)
+    notes += _parse_notes(layout.col, build, zone_name)
+    build.rejects.sort(key=lambda r: r["source_line"])
+    if on_jobs is not None:
+        return ParseSummary(
+            rejects=rejects_frame(build.rejects), rows_in=build.rows_in, rows_ok=build.rows_ok,
+            notes=notes, skipped=build.skipped,
+        )  # fmt: skip
+    return ParseResult(
+        jobs=_in_first_line_order(build.frames, index.first_line_of),
+        rejects=rejects_frame(build.rejects), rows_in=build.rows_in, notes=notes, skipped=build.skipped,
+    )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class _Layout:
+    """Where the data lines start and how they are split: the header's (or field list's) columns."""
+
+    delimiter: str
+    names: list[str]  # field keys (lower case) in column order
+    col: dict[str, int]  # field key -> its first column
+    data_from: int  # first physical line that may hold data
+
+    @property
+    def n_fields(self) -> int:
+        return len(self.names)
+
+    def data_lines(
+        self, read_lines: Callable[[], Iterator[tuple[int, str, int]]]
+    ) -> Iterator[tuple[int, str, int]]:
+        data_from = self.data_from
+        for line_no, raw, too_long in read_lines():
+            if raw[-1:] == "\r":  # CRLF line ends; physical line numbers stay the same
+                raw = raw[:-1]
+            if raw and not raw.isspace() and line_no >= data_from:
+                yield line_no, raw, too_long
+
+    def split(self, raw: str) -> list[str]:
+        tokens = raw.split(self.delimiter)
+        if len(tokens) == self.n_fields + 1:  # a trailing delimiter (--parsable)
+            tokens.pop()
+        return tokens
+
+
+def _read_layout(
+    read_lines: Callable[[], Iterator[tuple[int, str, int]]],
+    fields: Sequence[str] | str | None,
+    delimiter: str,
+    source_file: str,
+    notes: list[str],
+) -> _Layout:
+    """The header (or the given field list) and where data starts; the required fields checked."""
     first = next(
         (
             (no, raw.lstrip().lstrip("#") if raw.lstrip()[:1] == "#" else raw, long)
@@ -521,12 +586,6 @@ def _parse(
                 source_file, "empty: not even sacct's header line (a failed or unfinished export?)"
             )
         first = (1, "", 0)  # --noheader output of a day without jobs: the field list names the columns
-    if classifier is None:
-        from acme.classify import load_classifier
-
-        classifier = load_classifier()
-
-    notes: list[str] = []
     first_line = "" if first[2] else first[1]  # a line above the length limit is no header
     header, header_consumed, from_header = _header(
         first[0], first_line, fields, delimiter, source_file, notes
@@ -534,7 +593,6 @@ def _parse(
     # without a header, data (and comment lines, counted as skipped) start at the first line that is not blank
     first_text = next((no for no, raw, _ in read_lines() if raw.strip()), first[0])
     data_from = first[0] + 1 if header_consumed else min(first[0], first_text)
-    names = [_field_key(f) for f in header]
     missing = _missing_required(header)
     if missing:
         what = "header line" if from_header else "field list"
@@ -544,25 +602,24 @@ def _parse(
             f"the {what} lacks the required field(s) {', '.join(missing)} (it has: {', '.join(header)}); "
             f"add them to {flag}",
         )
+    names = [_field_key(f) for f in header]
     col: dict[str, int] = {}
     for i, key in enumerate(names):
         col.setdefault(key, i)
-    n_fields = len(names)
+    return _Layout(delimiter, names, col, data_from)
+
+
+def _line_classifier(layout: _Layout, max_line_bytes: int) -> Callable[[str, int], tuple[str, str, str]]:
+    """``classify(raw, too_long)`` -> (job id, step or "", "") for a usable line, else ("", "",
+    reject reason); the line is split only as far as the JobID (it is split whole when built).
+    A closure over locals: it runs once per line in each pass."""
+    delimiter = layout.delimiter
+    n_fields = layout.n_fields
     n_trailing = n_fields + 1
-    i_jobid = col["jobid"]
-
-    def data_lines() -> Iterator[tuple[int, str, int]]:
-        for line_no, raw, too_long in read_lines():
-            if raw[-1:] == "\r":  # CRLF line ends; physical line numbers stay the same
-                raw = raw[:-1]
-            if raw and not raw.isspace() and line_no >= data_from:
-                yield line_no, raw, too_long
-
+    i_jobid = layout.col["jobid"]
     one_char = len(delimiter) == 1  # then counting delimiters gives split()'s field count
 
     def classify(raw: str, too_long: int) -> tuple[str, str, str]:
-        """(job id, step or "", "") for a usable line, else ("", "", reject reason); the line is
-        split only as far as the JobID (it is split whole when built)."""
         if too_long:
             return "", "", long_line_reason(too_long, len(raw.encode()), max_line_bytes)
         if raw[:1] == "#" or raw.lstrip()[:1] == "#":
@@ -590,105 +647,145 @@ def _parse(
             base, step = match.group("job"), match.group("step") or ""
         return base, step, ""
 
-    # 1. the index
-    last_line: dict[str, int] = {}  # job id -> its last job line
-    first_line_of: dict[str, int] = {}  # job id -> its first job line, for job ids seen twice
-    next_line: dict[int, int] = {}  # superseded job line -> the job id's next job line
-    early_steps: dict[str, list[tuple[int, str, str]]] = {}  # steps before any line of their job
-    far_steps: dict[str, list[tuple[int, str, str]]] = {}  # steps far after their job's line
-    for line_no, raw, too_long in data_lines():
+    return classify
+
+
+@dataclass
+class _Index:
+    """The first pass's findings (see :func:`_parse`)."""
+
+    last_line: dict[str, int] = dataclass_field(default_factory=dict)  # job id -> its last job line
+    first_line_of: dict[str, int] = dataclass_field(
+        default_factory=dict
+    )  # job id -> first job line, if seen twice
+    early_steps: dict[str, list[tuple[int, str, str]]] = dataclass_field(
+        default_factory=dict
+    )  # before their job
+    far_steps: dict[str, list[tuple[int, str, str]]] = dataclass_field(
+        default_factory=dict
+    )  # far after their job
+
+
+def _index_lines(
+    lines: Iterator[tuple[int, str, int]], classify: Callable[[str, int], tuple[str, str, str]]
+) -> _Index:
+    index = _Index()
+    last_line, first_line_of = index.last_line, index.first_line_of
+    for line_no, raw, too_long in lines:
         base, step, problem = classify(raw, too_long)
         if problem:
             continue
         seen = last_line.get(base)
         if not step:
             if seen is not None:
-                next_line[seen] = line_no
                 first_line_of.setdefault(base, seen)
             last_line[base] = line_no
         elif seen is None:
-            early_steps.setdefault(base, []).append((line_no, step, raw))
+            index.early_steps.setdefault(base, []).append((line_no, step, raw))
         elif line_no - seen > _STEP_WINDOW:
-            far_steps.setdefault(base, []).append((line_no, step, raw))
+            index.far_steps.setdefault(base, []).append((line_no, step, raw))
+    return index
 
-    # 2. the build
-    import pandas as pd
 
-    rejects: list[dict[str, Any]] = []
-    skipped: dict[str, int] = {}
-    rows_in = 0
-    bad_utf8_lines = [0, 0]  # how many, the first
-    time_notes: dict[tuple[str, str], int] = {}
-    frames: list[pd.DataFrame] = []
-    batches = rows_ok = 0
-    window: dict[str, _Job] = {}  # job lines not built yet, in line order
+class _Build:
+    """The second pass: every line accounted for (a job, a step folded into it, a reject or a
+    skip with its reason); job lines built into rows ``BUILD_CHUNK_JOBS`` at a time."""
 
-    def reject(line_no: int, reason: str, raw: str) -> None:
-        rejects.append({"source_file": source_file, "source_line": line_no, "reason": reason, "record": raw})
+    def __init__(
+        self, layout: _Layout, index: _Index, cluster: str, source_file: str, zone_name: str,
+        classifier: Any, on_jobs: Callable[[pd.DataFrame], None] | None,
+    ) -> None:  # fmt: skip
+        self.layout, self.index, self.cluster, self.source_file = layout, index, cluster, source_file
+        self.zone_name, self.classifier, self.on_jobs = zone_name, classifier, on_jobs
+        self.rejects: list[dict[str, Any]] = []
+        self.skipped: dict[str, int] = {}
+        self.rows_in = self.rows_ok = self.batches = 0
+        self.bad_utf8_lines = [0, 0]  # how many, the first
+        self.time_notes: dict[tuple[str, str], int] = {}
+        self.frames: list[pd.DataFrame] = []
+        self.window: dict[str, _Job] = {}  # job lines not built yet, in line order
 
-    def split(raw: str) -> list[str]:
-        tokens = raw.split(delimiter)
-        if len(tokens) == n_trailing:
-            tokens.pop()
-        return tokens
+    def reject(self, line_no: int, reason: str, raw: str) -> None:
+        self.rejects.append(
+            {"source_file": self.source_file, "source_line": line_no, "reason": reason, "record": raw}
+        )
 
-    def build(jobs: list[tuple[str, _Job]]) -> None:
-        nonlocal batches, rows_ok
+    def skip(self, reason: str) -> None:
+        self.skipped[reason] = self.skipped.get(reason, 0) + 1
+
+    def run(
+        self, lines: Iterator[tuple[int, str, int]], classify: Callable[[str, int], tuple[str, str, str]]
+    ) -> None:
+        last_line, window = self.index.last_line, self.window
+        for line_no, raw, too_long in lines:
+            if "\ufffd" in raw:
+                self.bad_utf8_lines[0] += 1
+                self.bad_utf8_lines[1] = self.bad_utf8_lines[1] or line_no
+            base, step, problem = classify(raw, too_long)
+            if problem:
+                self.rows_in += 1
+                if problem == SKIP_COMMENT:
+                    self.skip(SKIP_COMMENT)
+                else:
+                    self.reject(line_no, problem, raw)
+                continue
+            last = last_line.get(base)
+            if not step:
+                self.job_line(base, line_no, raw, last)
+            elif last is None:
+                self.rows_in += 1
+                self.reject(
+                    line_no, f"orphan step {base}.{step}: job {base} has no job line in this input", raw
+                )
+            elif last < line_no <= last + _STEP_WINDOW:
+                window[base].steps.append((step, raw))
+            # else: an early step (held in the index) or a far one (ditto), or a step between two
+            # lines of a job id, which belongs to a superseded line and is dropped with it
+        if window or not self.batches:
+            self.build(list(window.items()))
+            window.clear()
+
+    def job_line(self, base: str, line_no: int, raw: str, last: int | None) -> None:
+        self.rows_in += 1
+        if line_no != last:  # the later line of a job id wins; this one is an older record
+            self.skip(SKIP_SUPERSEDED)
+            return
+        window = self.window
+        window[base] = _Job(line_no, raw)
+        if len(window) < BUILD_CHUNK_JOBS:
+            return
+        oldest = next(iter(window.values())).line
+        if line_no - oldest > _STEP_WINDOW:  # no near step of the older jobs can follow
+            ready = [(b, job) for b, job in window.items() if line_no - job.line > _STEP_WINDOW]
+            for b, _ in ready:
+                del window[b]
+            self.build(ready)
+
+    def build(self, jobs: list[tuple[str, _Job]]) -> None:
+        far_steps, early_steps = self.index.far_steps, self.index.early_steps
         for base, job in jobs:  # steps after the job's line, far ones after near ones, then early ones
             job.steps += [(step, raw) for line_no, step, raw in far_steps.pop(base, ()) if line_no > job.line]
             job.steps += [(step, raw) for _, step, raw in early_steps.get(base, ())]
         frame, job_rejects = _build_jobs(
-            jobs, split, col, cluster, source_file, zone_name, classifier, time_notes, skipped
-        )
-        rejects.extend(job_rejects)
-        batches += 1
-        rows_ok += len(frame)
-        if on_jobs is None:
-            frames.append(frame)
+            jobs, self.layout.split, self.layout.col, self.cluster, self.source_file, self.zone_name,
+            self.classifier, self.time_notes, self.skipped,
+        )  # fmt: skip
+        self.rejects.extend(job_rejects)
+        self.batches += 1
+        self.rows_ok += len(frame)
+        if self.on_jobs is None:
+            self.frames.append(frame)
         else:
-            on_jobs(frame)
+            self.on_jobs(frame)
 
-    for line_no, raw, too_long in data_lines():
-        if "\ufffd" in raw:
-            bad_utf8_lines[0] += 1
-            bad_utf8_lines[1] = bad_utf8_lines[1] or line_no
-        base, step, problem = classify(raw, too_long)
-        if problem:
-            rows_in += 1
-            if problem == SKIP_COMMENT:
-                skipped[SKIP_COMMENT] = skipped.get(SKIP_COMMENT, 0) + 1
-            else:
-                reject(line_no, problem, raw)
-            continue
-        last = last_line.get(base)
-        if not step:
-            rows_in += 1
-            if line_no != last:  # the later line of a job id wins; this one is an older record
-                skipped[SKIP_SUPERSEDED] = skipped.get(SKIP_SUPERSEDED, 0) + 1
-                continue
-            window[base] = _Job(line_no, raw)
-            if len(window) >= BUILD_CHUNK_JOBS:
-                oldest = next(iter(window.values())).line
-                if line_no - oldest > _STEP_WINDOW:  # no near step of the older jobs can follow
-                    ready = [(b, job) for b, job in window.items() if line_no - job.line > _STEP_WINDOW]
-                    for b, _ in ready:
-                        del window[b]
-                    build(ready)
-        elif last is None:
-            rows_in += 1
-            reject(line_no, f"orphan step {base}.{step}: job {base} has no job line in this input", raw)
-        elif last < line_no <= last + _STEP_WINDOW:
-            window[base].steps.append((step, raw))
-        # else: an early step (held in the index) or a far one (ditto), or a step between two
-        # lines of a job id, which belongs to a superseded line and is dropped with it
-    if window or not batches:
-        build(list(window.items()))
-        window.clear()
 
-    if bad_utf8_lines[0]:
+def _parse_notes(col: dict[str, int], build: _Build, zone_name: str) -> list[str]:
+    """What the operator should know about the input: missing fields, replaced bytes, skips, times."""
+    notes = []
+    if build.bad_utf8_lines[0]:
         notes.append(
-            f"{bad_utf8_lines[0]} line(s) contain U+FFFD: bytes that were not UTF-8 were replaced "
-            f"when decoding (first at line {bad_utf8_lines[1]})"
+            f"{build.bad_utf8_lines[0]} line(s) contain U+FFFD: bytes that were not UTF-8 were replaced "
+            f"when decoding (first at line {build.bad_utf8_lines[1]})"
         )
     if "alloctres" not in col and "reqtres" not in col:
         notes.append("no AllocTRES/ReqTRES field: gpu_num is null and job types assume no GPUs")
@@ -703,28 +800,26 @@ def _parse(
         notes.append("no End field: End = Start + Elapsed for jobs that ended")
     elif "start" not in col and ("elapsed" in col or "elapsedraw" in col):
         notes.append("no Start field: Start = End − Elapsed")
-    for reason, count in sorted(skipped.items()):
+    for reason, count in sorted(build.skipped.items()):
         notes.append(f"{count} skipped: {reason}")
-    notes += _time_notes(time_notes, zone_name)
-    rejects.sort(key=lambda r: r["source_line"])
-    if on_jobs is not None:
-        return ParseSummary(
-            rejects=rejects_frame(rejects), rows_in=rows_in, rows_ok=rows_ok, notes=notes, skipped=skipped
-        )
+    return notes + _time_notes(build.time_notes, zone_name)
+
+
+def _in_first_line_order(frames: list[pd.DataFrame], first_line_of: dict[str, int]) -> pd.DataFrame:
+    """The built rows as one frame; a job id seen twice keeps the place of its first line."""
+    import pandas as pd
 
     frame = frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
-    if first_line_of:  # a job id seen twice keeps the place of its first line
-        import numpy as np
+    if not first_line_of:
+        return frame
+    import numpy as np
 
-        first_lines = [
-            first_line_of.get(job_id, line)
-            for job_id, line in zip(frame["job_id"], frame["source_line"], strict=True)
-        ]
-        order = np.argsort(np.asarray(first_lines, dtype=np.int64), kind="stable")
-        frame = frame.iloc[order].reset_index(drop=True)
-    return ParseResult(
-        jobs=frame, rejects=rejects_frame(rejects), rows_in=rows_in, notes=notes, skipped=skipped
-    )
+    first_lines = [
+        first_line_of.get(job_id, line)
+        for job_id, line in zip(frame["job_id"], frame["source_line"], strict=True)
+    ]
+    order = np.argsort(np.asarray(first_lines, dtype=np.int64), kind="stable")
+    return frame.iloc[order].reset_index(drop=True)
 
 
 def _header(
@@ -822,51 +917,7 @@ def _build_jobs(
     ``split`` gives a line's fields; ``time_notes`` counts times in a change of UTC offset;
     ``skipped`` counts job lines that are not job records (PENDING).
     """
-    import numpy as np
-    import pandas as pd
-
-    columns = list(zip(*(split(job.raw) for _, job in items), strict=True)) if items else []
-
-    def column(name: str) -> Sequence[str | None]:
-        i = col.get(name)
-        return [None] * len(items) if i is None or not columns else columns[i]
-
-    raw_submit, raw_start, raw_end = column("submit"), column("start"), column("end")
-    submit, submit_bad = _parse_times(raw_submit, zone_name, time_notes, "submit")
-    start, start_bad = _parse_times(raw_start, zone_name, time_notes, "start")
-    end, end_bad = _parse_times(raw_end, zone_name, time_notes, "end")
-    elapsed_field = "Elapsed" if "elapsed" in col else "ElapsedRaw"
-    raw_elapsed = column(elapsed_field.lower())
-    elapsed = _cached(raw_elapsed, _parse_elapsed if elapsed_field == "Elapsed" else _parse_elapsed_raw)
-    states = _cached(column("state"), _canonical_state)
-    if "elapsed" in col or "elapsedraw" in col:
-        # End = Start + Elapsed for a job that ended without an End (the field is not in the
-        # export, or sacct prints Unknown: a cancelled job whose end slurmdbd never recorded);
-        # Start = End − Elapsed when the export has End but no Start.
-        ended = np.array([st[0] not in (None, "RUNNING", "PENDING") for st in states], dtype=bool)
-        no_end = ended & np.isnat(end) & ~np.isnat(start) & ~end_bad
-        no_start = np.isnat(start) & ~np.isnat(end) & ("start" not in col)
-        if no_end.any() or no_start.any():
-            seconds = np.array([np.nan if e[0] is None else e[0] for e in elapsed], dtype="float64")
-            delta = (seconds * 1e6).astype("timedelta64[us]")  # NaN becomes NaT
-            end = np.where(no_end, start + delta, end)
-            start = np.where(no_start, end - delta, start)
-            if "end" in col and no_end.any():
-                time_notes[("end", "from_elapsed")] = time_notes.get(("end", "from_elapsed"), 0) + int(
-                    (no_end & ~np.isnat(end)).sum()
-                )
-    no_time = np.isnat(submit) & np.isnat(start) & np.isnat(end)
-
-    nnodes = _cached(column("nnodes"), lambda v: _parse_count(v, "NNodes"))
-    ncpus = _cached(column("ncpus"), lambda v: _parse_count(v, "NCPUS"))
-    exits = _cached(column("exitcode"), _parse_exit)
-    alloc = _cached(column("alloctres"), _parse_tres)
-    # The request only counts where nothing was allocated (a job that never started).
-    raw_req = column("reqtres")
-    req_cache: dict[str | None, Any] = {}
-    raw_nodelist = column("nodelist")
-    raw_user, raw_name, raw_partition = column("user"), column("jobname"), column("partition")
-
+    batch = _Batch(items, split, col, zone_name, time_notes)
     out: dict[str, list[Any]] = {name: [] for name in JOB_COLUMNS}
     keep: list[int] = []
     rejects: list[dict[str, Any]] = []
@@ -874,52 +925,11 @@ def _build_jobs(
     exit_cache: dict[str | None, Any] = {}
 
     for k, (job_id, job) in enumerate(items):
-        state, state_error = states[k]
-        if state == "PENDING":
+        if batch.states[k][0] == "PENDING":
             skipped[SKIP_PENDING] = skipped.get(SKIP_PENDING, 0) + 1
             continue
-        node_num, nodes_error = nnodes[k]
-        cpu_num, cpus_error = ncpus[k]
-        exit_code, exit_error = exits[k]
-        alloc_tres, alloc_error = alloc[k]
-        req_tres = req_error = None
-        if alloc_tres is None and not alloc_error:
-            text = raw_req[k]
-            if text not in req_cache:
-                req_cache[text] = _parse_tres(text)
-            req_tres, req_error = req_cache[text]
-        seconds, elapsed_error = elapsed[k]
-        if (
-            state_error
-            or submit_bad[k]
-            or (no_time[k] and not (start_bad[k] or end_bad[k]))
-            or start_bad[k]
-            or end_bad[k]
-            or elapsed_error
-            or nodes_error
-            or cpus_error
-            or exit_error
-            or alloc_error
-            or req_error
-        ):
-            errors = [e for e in (state_error,) if e]
-            if submit_bad[k]:
-                errors.append(f"unparseable Submit {raw_submit[k]!r}")
-            elif no_time[k] and not (start_bad[k] or end_bad[k]):
-                errors.append(
-                    f"no time at all (Submit={raw_submit[k]!r}, Start={raw_start[k]!r}, End={raw_end[k]!r})"
-                )
-            if start_bad[k]:
-                errors.append(f"unparseable Start {raw_start[k]!r}")
-            if end_bad[k]:
-                errors.append(f"unparseable End {raw_end[k]!r}")
-            if elapsed_error:
-                errors.append(f"unparseable {elapsed_field} {raw_elapsed[k]!r}")
-            errors += [e for e in (nodes_error, cpus_error, exit_error) if e]
-            if alloc_error:
-                errors.append(f"AllocTRES: {alloc_error}")
-            if req_error:
-                errors.append(f"ReqTRES: {req_error}")
+        values, errors = batch.values(k)
+        if errors:
             rejects.append(
                 {
                     "source_file": source_file,
@@ -929,9 +939,9 @@ def _build_jobs(
                 }
             )
             continue
-
-        tres = alloc_tres if alloc_tres is not None else req_tres  # allocated, else the request
-        node_list = None if _null(raw_nodelist[k]) else raw_nodelist[k].strip()
+        node_num, cpu_num, exit_code, tres, seconds = values
+        raw_nodes = batch.raw_nodelist[k]
+        node_list = None if raw_nodes is None or _null(raw_nodes) else raw_nodes.strip()
         if job.steps and (node_list is None or exit_code is None or tres is None or not cpu_num):
             steps = [(step, split(raw)) for step, raw in job.steps]
             node_list, exit_code, tres, cpu_num = _fill_from_steps(
@@ -942,35 +952,143 @@ def _build_jobs(
             cpu_num = tres[1]
         if node_num is None and tres and tres[2] is not None:
             node_num = tres[2]
-
         keep.append(k)
-        out["job_id"].append(job_id)
-        out["state"].append(state)
-        out["gpu_num"].append(gpu_num)
-        out["cpu_num"].append(cpu_num)
-        out["node_num"].append(node_num)
-        out["node_list"].append(node_list)
-        out["exit_code"].append(exit_code)
-        out["source_line"].append(job.line)
-        out["source_duration_s"].append(seconds)
+        for name, value in (
+            ("job_id", job_id), ("state", batch.states[k][0]), ("gpu_num", gpu_num), ("cpu_num", cpu_num),
+            ("node_num", node_num), ("node_list", node_list), ("exit_code", exit_code),
+            ("source_line", job.line), ("source_duration_s", seconds),
+        ):  # fmt: skip
+            out[name].append(value)
+    return _batch_frame(out, keep, batch, cluster, source_file, classifier), rejects
+
+
+class _Batch:
+    """One batch of job lines split into columns, each parsed once (values seen before are cached)."""
+
+    def __init__(
+        self, items: list[tuple[str, _Job]], split: Any, col: dict[str, int], zone_name: str,
+        time_notes: dict[tuple[str, str], int],
+    ) -> None:  # fmt: skip
+        import numpy as np
+
+        columns = list(zip(*(split(job.raw) for _, job in items), strict=True)) if items else []
+
+        def column(name: str) -> Sequence[str | None]:
+            i = col.get(name)
+            return [None] * len(items) if i is None or not columns else columns[i]
+
+        self.raw_submit, self.raw_start, self.raw_end = column("submit"), column("start"), column("end")
+        self.submit, self.submit_bad = _parse_times(self.raw_submit, zone_name, time_notes, "submit")
+        self.start, self.start_bad = _parse_times(self.raw_start, zone_name, time_notes, "start")
+        self.end, self.end_bad = _parse_times(self.raw_end, zone_name, time_notes, "end")
+        self.elapsed_field = "Elapsed" if "elapsed" in col else "ElapsedRaw"
+        self.raw_elapsed = column(self.elapsed_field.lower())
+        parse_elapsed = _parse_elapsed if self.elapsed_field == "Elapsed" else _parse_elapsed_raw
+        self.elapsed = _cached(self.raw_elapsed, parse_elapsed)
+        self.states = _cached(column("state"), _canonical_state)
+        if "elapsed" in col or "elapsedraw" in col:
+            self._times_from_elapsed(col, time_notes)
+        self.no_time = np.isnat(self.submit) & np.isnat(self.start) & np.isnat(self.end)
+        self.nnodes = _cached(column("nnodes"), lambda v: _parse_count(v, "NNodes"))
+        self.ncpus = _cached(column("ncpus"), lambda v: _parse_count(v, "NCPUS"))
+        self.exits = _cached(column("exitcode"), _parse_exit)
+        self.alloc = _cached(column("alloctres"), _parse_tres)
+        self.raw_req = column("reqtres")  # the request only counts where nothing was allocated
+        self.req_cache: dict[str | None, Any] = {}
+        self.raw_nodelist = column("nodelist")
+        self.raw_user, self.raw_name, self.raw_partition = (
+            column("user"),
+            column("jobname"),
+            column("partition"),
+        )
+
+    def _times_from_elapsed(self, col: dict[str, int], time_notes: dict[tuple[str, str], int]) -> None:
+        """End = Start + Elapsed for a job that ended without an End (the field is not in the
+        export, or sacct prints Unknown: a cancelled job whose end slurmdbd never recorded);
+        Start = End − Elapsed when the export has End but no Start."""
+        import numpy as np
+
+        start, end = self.start, self.end
+        ended = np.array([st[0] not in (None, "RUNNING", "PENDING") for st in self.states], dtype=bool)
+        no_end = ended & np.isnat(end) & ~np.isnat(start) & ~self.end_bad
+        no_start = np.isnat(start) & ~np.isnat(end) & ("start" not in col)
+        if not (no_end.any() or no_start.any()):
+            return
+        seconds = np.array([np.nan if e[0] is None else e[0] for e in self.elapsed], dtype="float64")
+        delta = (seconds * 1e6).astype("timedelta64[us]")  # NaN becomes NaT
+        self.end = end = np.where(no_end, start + delta, end)
+        self.start = np.where(no_start, end - delta, start)
+        if "end" in col and no_end.any():
+            filled = int((no_end & ~np.isnat(end)).sum())
+            time_notes[("end", "from_elapsed")] = time_notes.get(("end", "from_elapsed"), 0) + filled
+
+    def values(self, k: int) -> tuple[tuple[Any, ...], list[str]]:
+        """Line ``k``'s (nodes, CPUs, exit code, TRES, elapsed seconds), and why it cannot be a row."""
+        node_num, nodes_error = self.nnodes[k]
+        cpu_num, cpus_error = self.ncpus[k]
+        exit_code, exit_error = self.exits[k]
+        alloc_tres, alloc_error = self.alloc[k]
+        req_tres = req_error = None
+        if alloc_tres is None and not alloc_error:
+            text = self.raw_req[k]
+            if text not in self.req_cache:
+                self.req_cache[text] = _parse_tres(text)
+            req_tres, req_error = self.req_cache[text]
+        seconds, elapsed_error = self.elapsed[k]
+        tres = alloc_tres if alloc_tres is not None else req_tres  # allocated, else the request
+        values = (node_num, cpu_num, exit_code, tres, seconds)
+        start_bad, end_bad = self.start_bad[k], self.end_bad[k]
+        no_time = self.no_time[k] and not (start_bad or end_bad)
+        state_error = self.states[k][1]
+        if not (state_error or self.submit_bad[k] or no_time or start_bad or end_bad or elapsed_error
+                or nodes_error or cpus_error or exit_error or alloc_error or req_error):  # fmt: skip
+            return values, []
+        errors = [state_error] if state_error else []
+        if self.submit_bad[k]:
+            errors.append(f"unparseable Submit {self.raw_submit[k]!r}")
+        elif no_time:
+            errors.append(
+                f"no time at all (Submit={self.raw_submit[k]!r}, Start={self.raw_start[k]!r}, End={self.raw_end[k]!r})"
+            )
+        if start_bad:
+            errors.append(f"unparseable Start {self.raw_start[k]!r}")
+        if end_bad:
+            errors.append(f"unparseable End {self.raw_end[k]!r}")
+        if elapsed_error:
+            errors.append(f"unparseable {self.elapsed_field} {self.raw_elapsed[k]!r}")
+        errors += [e for e in (nodes_error, cpus_error, exit_error) if e]
+        if alloc_error:
+            errors.append(f"AllocTRES: {alloc_error}")
+        if req_error:
+            errors.append(f"ReqTRES: {req_error}")
+        return values, errors
+
+
+def _batch_frame(
+    out: dict[str, list[Any]], keep: list[int], batch: _Batch, cluster: str, source_file: str, classifier: Any
+) -> pd.DataFrame:
+    """The kept rows as a canonical frame: names, users, job types, times and constants added."""
+    import numpy as np
+    import pandas as pd
 
     n = len(keep)
     # Names are free text: only an empty one is null (a job may be called "None").
-    names = [raw_name[k] or None for k in keep]
-    partitions = [raw_partition[k] or None for k in keep]
+    names = [batch.raw_name[k] or None for k in keep]
+    partitions = [batch.raw_partition[k] or None for k in keep]
     out["job_name"] = names
-    out["user"] = [raw_user[k].strip() or None if raw_user[k] is not None else None for k in keep]
+    raw_user = batch.raw_user
+    out["user"] = [(user.strip() or None) if (user := raw_user[k]) is not None else None for k in keep]
     out["job_type"] = _classify_all(classifier, names, partitions, out["gpu_num"])
     out["cluster"] = [cluster] * n
     out["source"] = [SOURCE] * n
     out["source_file"] = [source_file] * n
     rows = np.asarray(keep, dtype=np.int64)
-    for name, values in (("submit_time", submit), ("start_time", start), ("end_time", end)):
+    for name, values in (("submit_time", batch.submit), ("start_time", batch.start), ("end_time", batch.end)):
         out[name] = pd.Series(values[rows]).dt.tz_localize("UTC")
     for name in ("state_group", "queue_s", "run_s", "gpu_share", "gpu_time", "source_gpu_time"):
         out[name] = [None] * n
     frame = pd.DataFrame({name: out[name] for name in JOB_COLUMNS})
-    return finish_jobs_frame(frame), rejects
+    return finish_jobs_frame(frame)
 
 
 def _classify_all(
@@ -1000,7 +1118,7 @@ def _plain_rules(classifier: Any) -> bool:
     """Whether :func:`_classify_rulewise` decides exactly as ``classifier.classify`` would."""
     from dataclasses import fields, is_dataclass
 
-    from acme.classify import JobTypeClassifier
+    from acme.jobs.classify import JobTypeClassifier
 
     if type(classifier) is not JobTypeClassifier:
         return False
@@ -1103,7 +1221,7 @@ def _canonical_state(text: str | None) -> tuple[str | None, str | None]:
 
 
 def _parse_count(text: str | None, field: str) -> tuple[int | None, str | None]:
-    if _null(text):
+    if text is None or _null(text):
         return None, None
     value = text.strip()
     if _INT_RE.fullmatch(value):
@@ -1112,7 +1230,7 @@ def _parse_count(text: str | None, field: str) -> tuple[int | None, str | None]:
 
 
 def _parse_exit(text: str | None) -> tuple[int | None, str | None]:
-    if _null(text):
+    if text is None or _null(text):
         return None, None
     match = _EXIT_RE.fullmatch(text.strip())
     if match is None:
@@ -1125,7 +1243,7 @@ def _parse_tres(text: str | None) -> tuple[tuple[int | None, int | None, int | N
 
     (None, None) for an empty TRES.
     """
-    if _null(text):
+    if text is None or _null(text):
         return None, None
     untyped: int | None = None
     typed: int | None = None
@@ -1158,7 +1276,7 @@ def _parse_tres(text: str | None) -> tuple[tuple[int | None, int | None, int | N
 
 
 def _parse_times(
-    values: list[str | None], zone_name: str, time_notes: dict[tuple[str, str], int], field: str
+    values: Sequence[str | None], zone_name: str, time_notes: dict[tuple[str, str], int], field: str
 ) -> tuple[Any, Any]:
     """(naive UTC datetime64[us] array, bad-value mask) for sacct times read in ``zone_name``;
     times in a repeated or skipped hour are counted in ``time_notes[(field, kind)]``."""
@@ -1226,7 +1344,7 @@ def _time_notes(time_notes: dict[tuple[str, str], int], zone_name: str) -> list[
 
 def _parse_elapsed(text: str | None) -> tuple[float | None, str | None]:
     """(seconds, error) for sacct ``[D-][HH:]MM:SS[.fff]`` durations."""
-    if _null(text):
+    if text is None or _null(text):
         return None, None
     match = _ELAPSED_RE.fullmatch(text.strip())
     if match is None:
@@ -1236,6 +1354,41 @@ def _parse_elapsed(text: str | None) -> tuple[float | None, str | None]:
 
 
 def _parse_elapsed_raw(text: str | None) -> tuple[float | None, str | None]:
-    if _null(text):
+    if text is None or _null(text):
         return None, None
     return (float(text), None) if _INT_RE.fullmatch(text.strip()) else (None, "bad")
+
+
+# --------------------------------------------------------------------------- format registry
+
+
+def parse_input(job_input: Any, local_path: str | Path) -> tuple[ParseResult, str]:
+    """The format registry's entry point (:mod:`acme.jobs.formats`): streamed from the file, so
+    neither the text nor its lines are held."""
+    result = parse_sacct_file(
+        local_path, job_input.cluster, source_file=job_input.uri, fields=job_input.fields,
+        day=job_input.day, tz=job_input.timezone, delimiter=job_input.delimiter,
+    )  # fmt: skip
+    assert isinstance(result, ParseResult)
+    return result, "sacct"
+
+
+def stream_input(
+    job_input: Any, local_path: str | Path, on_jobs: Callable[[pd.DataFrame], None]
+) -> tuple[ParseSummary, str]:
+    """:func:`parse_input` in bounded memory: the canonical rows go to ``on_jobs`` in batches."""
+    summary = parse_sacct_file(
+        local_path, job_input.cluster, source_file=job_input.uri, fields=job_input.fields,
+        day=job_input.day, tz=job_input.timezone, delimiter=job_input.delimiter, on_jobs=on_jobs,
+    )  # fmt: skip
+    assert isinstance(summary, ParseSummary)
+    return summary, "sacct"
+
+
+def live_export(job_input: Any, command: Sequence[str]) -> bytes:
+    """Run the cluster's sacct for the input's day (``--parsable2``, ``|``-delimited)."""
+    if job_input.day is None:
+        raise InputError(job_input.uri, "live sacct needs a day")
+    return run_sacct(
+        job_input.day, command, fields=job_input.fields or DEFAULT_FIELDS, tz=job_input.timezone
+    ).encode()

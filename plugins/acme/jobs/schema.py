@@ -52,11 +52,7 @@ STATE_GROUPS = {
     "RUNNING": "running",
 }
 
-TERMINAL_STATES = tuple(s for s in STATES if s != "RUNNING")
-
 JOB_TYPES = ("Eval", "Pretrain", "SFT", "MLLM", "Debug", "Other", "CPU")
-
-SOURCES = ("acmetrace", "sacct", "k8s")
 
 # Canonical columns in their order, with the pandas dtype each has after parsing.
 JOB_COLUMNS: dict[str, str] = {
@@ -85,13 +81,6 @@ JOB_COLUMNS: dict[str, str] = {
     "source_file": "str",
     "source_line": "Int64",  # 1-based physical line (CSV) or record index (JSON)
 }
-
-JOB_KEY = ("cluster", "job_id")
-
-
-def state_rank(state: str) -> int:
-    """Newer information wins on merge: any terminal state outranks RUNNING."""
-    return 0 if state == "RUNNING" else 1
 
 
 def job_arrow_schema():

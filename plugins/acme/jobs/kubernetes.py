@@ -126,7 +126,7 @@ from decimal import Decimal
 from typing import Any
 
 from acme.errors import InputError
-from acme.sources.base import ParseResult, jobs_frame, record_text, rejects_frame
+from acme.jobs.base import ParseResult, jobs_frame, record_text, rejects_frame
 
 SOURCE = "k8s"
 
@@ -273,158 +273,188 @@ def parse_kubernetes(
     day: date | None = None,
     classifier=None,
 ) -> ParseResult:
-    """Parse a Kubernetes Pod/Job extract of one cluster; see the module docstring."""
+    """Parse a Kubernetes Pod/Job extract of one cluster; see the module docstring.
+
+    Steps: the input's items (:meth:`_Parse.read_items`), the workload objects, the Jobs, the
+    pods grouped under their owner, then one record per group or lone workload object."""
     del day  # every item is kept: see the module docstring
     if classifier is None:
-        from acme.classify import load_classifier
+        from acme.jobs.classify import load_classifier
 
         classifier = load_classifier()
-
     text = _decode(data, source_file)
     raws, list_kind, notes = _load(text, source_file)
-
-    rejects: list[dict[str, Any]] = []
-
-    def reject(line: int, reason: str, record: Any) -> None:
-        rejects.append(
-            {"source_file": source_file, "source_line": line, "reason": reason, "record": _text(record)}
-        )
-
-    skipped: dict[str, int] = {}
-
-    def skip(reason: str) -> None:
-        skipped[reason] = skipped.get(reason, 0) + 1
-
-    items: list[_Item] = []
-    for raw in raws:
-        if raw.error is not None:
-            reject(raw.line, raw.error, raw.text)
-            continue
-        try:
-            items.append(_item(raw, list_kind))
-        except _Reject as exc:
-            reject(raw.line, str(exc), raw.obj)
-        except _Skip as exc:
-            skip(str(exc))
-
-    items, superseded = _latest_snapshots(items)
-    if superseded:
-        notes.append(f"{_n(superseded, 'older snapshot')} of an object folded into its latest snapshot")
-
-    # Workload objects (Kubeflow jobs, TrainJobs, JobSets, Kueue Workloads): one record each, unless a
-    # Kueue Workload belongs to a job object that is in the input too (that object is the record).
-    present_uids = {
-        uid
-        for i in items
-        if (i.kind != "Object" or i.obj.get("kind") != "Workload") and isinstance(i.obj.get("metadata"), dict)
-        if isinstance(uid := i.obj["metadata"].get("uid"), str)
-    }
-    objects: dict[tuple, _Object] = {}
-    for item in (i for i in items if i.kind == "Object"):
-        try:
-            parsed = _parse_object(item, present_uids)
-        except _Reject as exc:
-            reject(item.line, str(exc), item.obj)
-            continue
-        except _Skip as exc:
-            skip(str(exc))
-            continue
-        objects[_key(parsed.meta.uid, parsed.meta.namespace, "workload", parsed.meta.name)] = parsed
-
-    jobs: list[_Job] = []
-    rejected_jobs: dict[tuple, str] = {}
-    for item in (i for i in items if i.kind == "Job"):
-        try:
-            jobs.append(_parse_job(item))
-        except _Reject as exc:
-            reject(item.line, str(exc), item.obj)
-            for key in _loose_keys(item.obj):
-                rejected_jobs[key] = f"line {item.line}"
-
-    groups: dict[tuple, _Group] = {}
-    by_name: dict[tuple, tuple] = {}
-    for job in sorted(jobs, key=lambda j: j.meta.created):
-        key = _key(job.meta.uid, job.meta.namespace, "Job", job.meta.name)
-        groups[key] = _Group(key, "Job", job.meta.namespace, job.meta.name, job.meta.uid, job=job)
-        by_name[(job.meta.namespace, "Job", job.meta.name)] = key  # the latest Job of a name
-
-    stats = {"folded": 0, "oom_exit0": 0, "fractional": 0}
-    for item in (i for i in items if i.kind == "Pod"):
-        owner = _pod_owner(item.obj)
-        if owner is not None:
-            loose = [("uid", owner[3])] if owner[3] else []
-            loose.append(("name", owner[1], owner[2]))
-            hit = next((rejected_jobs[k] for k in loose if k in rejected_jobs), None)
-            if owner[0] == "Job" and hit is not None:
-                reject(item.line, f"pod of a rejected Job {owner[1]}/{owner[2]} ({hit})", item.obj)
-                continue
-        try:
-            pod = _parse_pod(item)
-        except _Reject as exc:
-            reject(item.line, str(exc), item.obj)
-            continue
-        stats["oom_exit0"] += pod.oom_exit0
-        stats["fractional"] += pod.fractional_gpu
-        if owner is None:
-            key = _key(pod.meta.uid, pod.meta.namespace, "Pod", pod.meta.name)
-            groups.setdefault(key, _Group(key, "pod", pod.meta.namespace, pod.meta.name, pod.meta.uid))
-            groups[key].pods.append(pod)
-            continue
-        family, namespace, name, uid = owner
-        key = _key(uid, namespace, family, name)
-        if key not in groups and (namespace, family, name) in by_name:
-            key = by_name[(namespace, family, name)]
-        if key not in groups:
-            groups[key] = _Group(key, "Job" if family == "Job" else "workload", namespace, name, uid)
-            by_name[(namespace, family, name)] = key
-        groups[key].pods.append(pod)
-        stats["folded"] += 1
-
-    records = []
-    no_uid = pods_only_jobs = 0
-    for group in groups.values():
-        row = _row(group, cluster, source_file, classifier)
-        obj = objects.pop(group.key, None) if group.kind == "workload" else None
-        if obj is None and group.kind == "workload":
-            obj = objects.pop(_key(None, group.namespace, "workload", group.name), None)
-        if obj is not None:  # the workload object gives state, times and size; its pods the nodes
-            row = {**row, **_object_row(obj, cluster, source_file, classifier), "node_num": row["node_num"],
-                   "node_list": row["node_list"], "exit_code": row["exit_code"]}  # fmt: skip
-        records.append(row)
-        no_uid += group.uid is None
-        pods_only_jobs += group.kind == "Job" and group.job is None
-    for obj in objects.values():
-        records.append(_object_row(obj, cluster, source_file, classifier))
-
-    if stats["folded"]:
-        notes.append(f"{_n(stats['folded'], 'pod')} folded into their Job or training workload")
-    if no_uid:
-        notes.append(f"{_n(no_uid, 'job')} without metadata.uid, keyed by namespace/name")
-    if pods_only_jobs:
-        notes.append(f"{_n(pods_only_jobs, 'Job')} seen only through their pods (the Job object is absent)")
-    if stats["fractional"]:
-        notes.append(
-            f"{_n(stats['fractional'], 'pod')} asking for a fractional GPU (gpu-fraction): gpu_num counts the "
-            "device it shares, gpu_share the fraction"
-        )
-    if stats["oom_exit0"]:
-        notes.append(
-            f"{_n(stats['oom_exit0'], 'Succeeded pod')} with a container OOMKilled with exit code 0, kept COMPLETED"
-        )
-
+    run = _Parse(cluster, source_file, classifier, notes)
+    items = run.read_items(raws, list_kind)
+    objects = run.workload_objects(items)
+    run.group_pods(items, run.jobs(items))
+    records = run.records(objects)
     records.sort(key=lambda r: r["source_line"])
-    rejects.sort(key=lambda r: r["source_line"])
+    run.rejects.sort(key=lambda r: r["source_line"])
     frame = jobs_frame(records)
-    for reason, count in sorted(skipped.items()):
-        notes.append(f"{count} skipped: {reason}")
+    run.finish_notes()
     return ParseResult(
         jobs=frame,
-        rejects=rejects_frame(rejects),
-        rows_in=len(records) + len(rejects) + sum(skipped.values()),
+        rejects=rejects_frame(run.rejects),
+        rows_in=len(records) + len(run.rejects) + sum(run.skipped.values()),
         skipped_other_days=0,
-        notes=notes,
-        skipped=skipped,
+        notes=run.notes,
+        skipped=run.skipped,
     )
+
+
+class _Parse:
+    """The state of one :func:`parse_kubernetes`: rejects, skips, notes, and the groups of pods."""
+
+    def __init__(self, cluster: str, source_file: str, classifier: Any, notes: list[str]) -> None:
+        self.cluster, self.source_file, self.classifier, self.notes = cluster, source_file, classifier, notes
+        self.rejects: list[dict[str, Any]] = []
+        self.skipped: dict[str, int] = {}
+        self.groups: dict[tuple, _Group] = {}
+        self.by_name: dict[tuple, tuple] = {}  # (namespace, family, name) -> the latest group of that name
+        self.stats = {"folded": 0, "oom_exit0": 0, "fractional": 0, "no_uid": 0, "pods_only_jobs": 0}
+
+    def reject(self, line: int, reason: str, record: Any) -> None:
+        self.rejects.append(
+            {"source_file": self.source_file, "source_line": line, "reason": reason, "record": _text(record)}
+        )
+
+    def skip(self, reason: str) -> None:
+        self.skipped[reason] = self.skipped.get(reason, 0) + 1
+
+    def read_items(self, raws: list[_Raw], list_kind: str | None) -> list[_Item]:
+        items: list[_Item] = []
+        for raw in raws:
+            if raw.error is not None:
+                self.reject(raw.line, raw.error, raw.text)
+                continue
+            try:
+                items.append(_item(raw, list_kind))
+            except _Reject as exc:
+                self.reject(raw.line, str(exc), raw.obj)
+            except _Skip as exc:
+                self.skip(str(exc))
+        items, superseded = _latest_snapshots(items)
+        if superseded:
+            self.notes.append(
+                f"{_n(superseded, 'older snapshot')} of an object folded into its latest snapshot"
+            )
+        return items
+
+    def workload_objects(self, items: list[_Item]) -> dict[tuple, _Object]:
+        """Workload objects (Kubeflow jobs, TrainJobs, JobSets, Kueue Workloads): one record each,
+        unless a Kueue Workload belongs to a job object that is in the input too (that object is
+        the record)."""
+        present_uids = {
+            uid
+            for i in items
+            if (i.kind != "Object" or i.obj.get("kind") != "Workload")
+            and isinstance(i.obj.get("metadata"), dict)
+            if isinstance(uid := i.obj["metadata"].get("uid"), str)
+        }
+        objects: dict[tuple, _Object] = {}
+        for item in (i for i in items if i.kind == "Object"):
+            try:
+                parsed = _parse_object(item, present_uids)
+            except _Reject as exc:
+                self.reject(item.line, str(exc), item.obj)
+                continue
+            except _Skip as exc:
+                self.skip(str(exc))
+                continue
+            objects[_key(parsed.meta.uid, parsed.meta.namespace, "workload", parsed.meta.name)] = parsed
+        return objects
+
+    def jobs(self, items: list[_Item]) -> dict[tuple, str]:
+        """The Jobs, each a group; returns where each rejected Job was (its pods are rejected too)."""
+        jobs: list[_Job] = []
+        rejected_jobs: dict[tuple, str] = {}
+        for item in (i for i in items if i.kind == "Job"):
+            try:
+                jobs.append(_parse_job(item))
+            except _Reject as exc:
+                self.reject(item.line, str(exc), item.obj)
+                for key in _loose_keys(item.obj):
+                    rejected_jobs[key] = f"line {item.line}"
+
+        for job in sorted(jobs, key=lambda j: j.meta.created):
+            key = _key(job.meta.uid, job.meta.namespace, "Job", job.meta.name)
+            self.groups[key] = _Group(key, "Job", job.meta.namespace, job.meta.name, job.meta.uid, job=job)
+            self.by_name[(job.meta.namespace, "Job", job.meta.name)] = key  # the latest Job of a name
+        return rejected_jobs
+
+    def group_pods(self, items: list[_Item], rejected_jobs: dict[tuple, str]) -> None:
+        """Each pod into the group of its owner (a Job or workload), or a group of its own."""
+        groups, by_name, stats = self.groups, self.by_name, self.stats
+        for item in (i for i in items if i.kind == "Pod"):
+            owner = _pod_owner(item.obj)
+            if owner is not None:
+                loose = [("uid", owner[3])] if owner[3] else []
+                loose.append(("name", owner[1], owner[2]))
+                hit = next((rejected_jobs[k] for k in loose if k in rejected_jobs), None)
+                if owner[0] == "Job" and hit is not None:
+                    self.reject(item.line, f"pod of a rejected Job {owner[1]}/{owner[2]} ({hit})", item.obj)
+                    continue
+            try:
+                pod = _parse_pod(item)
+            except _Reject as exc:
+                self.reject(item.line, str(exc), item.obj)
+                continue
+            stats["oom_exit0"] += pod.oom_exit0
+            stats["fractional"] += pod.fractional_gpu
+            if owner is None:
+                key = _key(pod.meta.uid, pod.meta.namespace, "Pod", pod.meta.name)
+                groups.setdefault(key, _Group(key, "pod", pod.meta.namespace, pod.meta.name, pod.meta.uid))
+                groups[key].pods.append(pod)
+                continue
+            family, namespace, name, uid = owner
+            key = _key(uid, namespace, family, name)
+            if key not in groups and (namespace, family, name) in by_name:
+                key = by_name[(namespace, family, name)]
+            if key not in groups:
+                groups[key] = _Group(key, "Job" if family == "Job" else "workload", namespace, name, uid)
+                by_name[(namespace, family, name)] = key
+            groups[key].pods.append(pod)
+            stats["folded"] += 1
+
+    def records(self, objects: dict[tuple, _Object]) -> list[dict[str, Any]]:
+        records = []
+        cluster, source_file, classifier = self.cluster, self.source_file, self.classifier
+        for group in self.groups.values():
+            row = _row(group, cluster, source_file, classifier)
+            obj = objects.pop(group.key, None) if group.kind == "workload" else None
+            if obj is None and group.kind == "workload":
+                obj = objects.pop(_key(None, group.namespace, "workload", group.name), None)
+            if obj is not None:  # the workload object gives state, times and size; its pods the nodes
+                row = {**row, **_object_row(obj, cluster, source_file, classifier), "node_num": row["node_num"],
+                       "node_list": row["node_list"], "exit_code": row["exit_code"]}  # fmt: skip
+            records.append(row)
+            self.stats["no_uid"] += group.uid is None
+            self.stats["pods_only_jobs"] += group.kind == "Job" and group.job is None
+        records += [_object_row(obj, cluster, source_file, classifier) for obj in objects.values()]
+        return records
+
+    def finish_notes(self) -> None:
+        stats, notes = self.stats, self.notes
+        if stats["folded"]:
+            notes.append(f"{_n(stats['folded'], 'pod')} folded into their Job or training workload")
+        if stats["no_uid"]:
+            notes.append(f"{_n(stats['no_uid'], 'job')} without metadata.uid, keyed by namespace/name")
+        if stats["pods_only_jobs"]:
+            notes.append(
+                f"{_n(stats['pods_only_jobs'], 'Job')} seen only through their pods (the Job object is absent)"
+            )
+        if stats["fractional"]:
+            notes.append(
+                f"{_n(stats['fractional'], 'pod')} asking for a fractional GPU (gpu-fraction): gpu_num counts the "
+                "device it shares, gpu_share the fraction"
+            )
+        if stats["oom_exit0"]:
+            notes.append(
+                f"{_n(stats['oom_exit0'], 'Succeeded pod')} with a container OOMKilled with exit code 0, kept COMPLETED"
+            )
+        for reason, count in sorted(self.skipped.items()):
+            notes.append(f"{count} skipped: {reason}")
 
 
 # --- reading -------------------------------------------------------------------------------
@@ -685,60 +715,17 @@ def _parse_pod(item: _Item) -> _Pod:
         meta = _meta(obj)
         spec = _dict(obj.get("spec"), "spec")
         status = _dict(obj.get("status"), "status")
-        gpu, cpu, equiv = _pod_resources(spec)
-        fractional = False
-        if gpu == 0:  # Run:ai asks for a MIG instance by annotation (runai submit --mig-profile)
-            for key, value in sorted(meta.annotations.items()):
-                if _MIG_PROFILE.fullmatch(key):
-                    count = _quantity(value, f"annotation {key}")
-                    if count != count.to_integral_value():
-                        raise _Reject(f"bad quantity annotation {key}={value!r}: MIG instances are whole")
-                    gpu += int(count)
-                    equiv += int(count) * _gpu_equivalent(key, {}, "annotations")
-        if gpu == 0 and GPU_FRACTION_ANNOTATION in meta.annotations:
-            fraction = _quantity(
-                meta.annotations[GPU_FRACTION_ANNOTATION], f"annotation {GPU_FRACTION_ANNOTATION}"
-            )
-            if fraction > 0:
-                gpu, equiv, fractional = math.ceil(fraction), fraction, True
-
+        gpu, cpu, equiv, fractional = _pod_gpus(meta, spec)
         phase = status.get("phase")
-        reason = status.get("reason")
         conditions = [c for c in _list(status.get("conditions"), "status.conditions") if isinstance(c, dict)]
-        app = [
-            s
-            for s in _list(status.get("containerStatuses"), "status.containerStatuses")
-            if isinstance(s, dict)
-        ]
-        init = [
-            s
-            for s in _list(status.get("initContainerStatuses"), "status.initContainerStatuses")
-            if isinstance(s, dict)
-        ]
-        statuses = init + _in_spec_order(app, spec)
-
-        starts, ends = [], []
-        oom = False
-        for s in statuses:
-            where = f"containerStatuses[{s.get('name')}]"
-            state = _dict(s.get("state"), f"{where}.state")
-            last = _dict(s.get("lastState"), f"{where}.lastState")
-            running = _dict(state.get("running"), f"{where}.state.running")
-            terminated = _dict(state.get("terminated"), f"{where}.state.terminated")
-            previous = _dict(last.get("terminated"), f"{where}.lastState.terminated")
-            starts += [
-                _ts(running.get("startedAt"), f"{where}.state.running.startedAt"),
-                _ts(terminated.get("startedAt"), f"{where}.state.terminated.startedAt"),
-                _ts(previous.get("startedAt"), f"{where}.lastState.terminated.startedAt"),
-            ]
-            ends.append(_ts(terminated.get("finishedAt"), f"{where}.state.terminated.finishedAt"))
-            oom = oom or terminated.get("reason") == "OOMKilled"
+        statuses = _container_statuses(status, spec)
+        starts, ends, oom = _container_times(statuses)
         exit_code = _exit_code(statuses, spec)
 
         start = min((t for t in starts if t is not None), default=None)
         if start is None and phase != "Pending":
             start = _ts(status.get("startTime"), "status.startTime")
-        state = _pod_state(phase, reason, conditions, meta.deleted, oom, exit_code)
+        state = _pod_state(phase, status.get("reason"), conditions, meta.deleted, oom, exit_code)
         end = None
         if state != "RUNNING":
             end = max((t for t in ends if t is not None), default=None) or meta.deleted
@@ -767,6 +754,61 @@ def _parse_pod(item: _Item) -> _Pod:
         )
     except (TypeError, ValueError, AttributeError, KeyError) as exc:  # a field of an unexpected type
         raise _Reject(f"malformed Pod: {exc}") from exc
+
+
+def _pod_gpus(meta: _Meta, spec: dict) -> tuple[int, Decimal | None, Decimal, bool]:
+    """(GPU devices, CPUs, GPU equivalent, fractional?) from the resources, else Run:ai annotations."""
+    gpu, cpu, equiv = _pod_resources(spec)
+    if gpu == 0:  # Run:ai asks for a MIG instance by annotation (runai submit --mig-profile)
+        for key, value in sorted(meta.annotations.items()):
+            if _MIG_PROFILE.fullmatch(key):
+                count = _quantity(value, f"annotation {key}")
+                if count != count.to_integral_value():
+                    raise _Reject(f"bad quantity annotation {key}={value!r}: MIG instances are whole")
+                gpu += int(count)
+                equiv += int(count) * _gpu_equivalent(key, {}, "annotations")
+    if gpu == 0 and GPU_FRACTION_ANNOTATION in meta.annotations:
+        fraction = _quantity(
+            meta.annotations[GPU_FRACTION_ANNOTATION], f"annotation {GPU_FRACTION_ANNOTATION}"
+        )
+        if fraction > 0:
+            return math.ceil(fraction), cpu, fraction, True
+    return gpu, cpu, equiv, False
+
+
+def _container_statuses(status: dict, spec: dict) -> list[dict]:
+    """Init containers first, then the app containers in the order of the spec."""
+    app = [
+        s for s in _list(status.get("containerStatuses"), "status.containerStatuses") if isinstance(s, dict)
+    ]
+    init = [
+        s
+        for s in _list(status.get("initContainerStatuses"), "status.initContainerStatuses")
+        if isinstance(s, dict)
+    ]
+    return init + _in_spec_order(app, spec)
+
+
+def _container_times(statuses: list[dict]) -> tuple[list[datetime | None], list[datetime | None], bool]:
+    """Every container's start and finish times, and whether one was OOMKilled."""
+    starts: list[datetime | None] = []
+    ends: list[datetime | None] = []
+    oom = False
+    for s in statuses:
+        where = f"containerStatuses[{s.get('name')}]"
+        state = _dict(s.get("state"), f"{where}.state")
+        last = _dict(s.get("lastState"), f"{where}.lastState")
+        running = _dict(state.get("running"), f"{where}.state.running")
+        terminated = _dict(state.get("terminated"), f"{where}.state.terminated")
+        previous = _dict(last.get("terminated"), f"{where}.lastState.terminated")
+        starts += [
+            _ts(running.get("startedAt"), f"{where}.state.running.startedAt"),
+            _ts(terminated.get("startedAt"), f"{where}.state.terminated.startedAt"),
+            _ts(previous.get("startedAt"), f"{where}.lastState.terminated.startedAt"),
+        ]
+        ends.append(_ts(terminated.get("finishedAt"), f"{where}.state.terminated.finishedAt"))
+        oom = oom or terminated.get("reason") == "OOMKilled"
+    return starts, ends, oom
 
 
 def _pod_state(
@@ -1384,3 +1426,14 @@ def _text(record: Any) -> str:
     if len(text) > MAX_RECORD_CHARS:
         text = text[:MAX_RECORD_CHARS] + f"...[truncated {len(text) - MAX_RECORD_CHARS} characters]"
     return text
+
+
+def parse_input(job_input, local_path) -> tuple[ParseResult, str]:
+    """The format registry's entry point (:mod:`acme.jobs.formats`)."""
+    from pathlib import Path
+
+    from acme.jobs.base import check_input_size
+
+    check_input_size(local_path, job_input.uri)  # a JSON document is parsed whole: refuse a huge one unread
+    data = Path(local_path).read_bytes()
+    return parse_kubernetes(data, job_input.cluster, source_file=job_input.uri, day=job_input.day), "k8s"

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import IO, TYPE_CHECKING, Any, NamedTuple
 
 from acme.errors import InputError
-from acme.schema import JOB_COLUMNS, STATE_GROUPS
+from acme.jobs.schema import JOB_COLUMNS, STATE_GROUPS
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -25,7 +25,7 @@ REJECT_COLUMNS = {"source_file": "str", "source_line": "Int64", "reason": "str",
 
 @dataclass
 class ParseResult:
-    jobs: pd.DataFrame  # canonical columns, see acme.schema.JOB_COLUMNS
+    jobs: pd.DataFrame  # canonical columns, see acme.jobs.schema.JOB_COLUMNS
     rejects: pd.DataFrame  # REJECT_COLUMNS: the record as text and why it could not be parsed
     rows_in: int  # records seen (jobs, after folding Slurm steps into their job)
     skipped_other_days: int = 0  # records for other days when a day was asked for
@@ -117,7 +117,7 @@ def rejects_frame(records: list[dict[str, Any]]) -> pd.DataFrame:
 
 def first_submit_day(jobs: pd.DataFrame):
     """UTC day of the earliest time key (submit, else start, else end), or None when there is none."""
-    from acme.schema import time_key_column
+    from acme.jobs.schema import time_key_column
 
     first = time_key_column(jobs).min() if len(jobs) else None
     return None if first is None or first != first else first.date()
@@ -133,14 +133,13 @@ def record_text(fields: dict[str, Any]) -> str:
 CHUNK_BYTES = 8 * 1024 * 1024  # read this much of a file at a time
 MAX_LINE_BYTES = 1024 * 1024  # a longer line is rejected (its first bytes kept), never held whole
 LONG_LINE_HEAD_BYTES = 1024  # what is kept of a line above the limit, for the reject's record
-DEFAULT_MAX_INPUT_BYTES = 1024**3
 
 
 def max_input_bytes() -> int:
     """Largest input a parser that holds its input whole accepts (``ACME_MAX_INPUT_BYTES``, 1 GiB)."""
-    from acme.config import env_number
+    from acme import settings
 
-    return int(env_number("ACME_MAX_INPUT_BYTES", DEFAULT_MAX_INPUT_BYTES, low=1, integer=True))
+    return settings.jobs().max_input_bytes
 
 
 def check_input_size(path: str | os.PathLike, source_file: str, limit: int | None = None) -> int:

@@ -94,7 +94,7 @@ COLUMNS = {"seren": SEREN_COLUMNS, "kalos": KALOS_COLUMNS}
 MIN_JOBS_PER_DAY = 3  # floor for tiny scales, so every day of the window has jobs
 
 # Final state -> the paper's outcome (AcmeTrace: TIMEOUT and NODE_FAIL are failures; PREEMPTED
-# is grouped with cancellations, as in acme.schema.STATE_GROUPS).
+# is grouped with cancellations, as in acme.jobs.schema.STATE_GROUPS).
 STATE_GROUP = {
     "COMPLETED": "completed",
     "CANCELLED": "cancelled",
@@ -475,6 +475,57 @@ def _pick(rng: np.random.Generator, n: int, dist: dict[int, float]) -> np.ndarra
 def _generate(cluster: str, start: dt.date, days: int, scale: float, seed: int) -> dict[str, Any]:
     import numpy as np
 
+    start, days = _checked_args(cluster, start, days, scale)
+    p = _PARAMS[cluster]
+    entropy = [int(seed) % 2**63, _CLUSTER_SALT[cluster], start.toordinal(), days, round(scale * 1e6)]
+    rng = np.random.default_rng(np.random.SeedSequence(entropy))
+
+    type_names = list(p["types"])
+    specs = [p["types"][name] for name in type_names]
+    submit, typ, user, t0 = _volume(rng, p, specs, start, days, scale)
+    n = submit.size
+    a = _attributes(rng, p, specs, typ, cluster)
+    gpu, queue, run = a["gpu"], a["queue"], a["run"]
+    node = np.where(gpu > 8, gpu // 8, 1)
+    if cluster == "kalos":
+        # Kalos duration (end - submit) is capped at the paper's maximum, queue included.
+        run = np.minimum(run, p["max_run"] - queue)
+    start_t = submit + queue
+    window_end = t0 + days * _DAY_S
+    running = np.zeros(n, dtype=bool)
+    if cluster == "kalos":
+        start_t = np.minimum(start_t, window_end - 1)
+        queue = start_t - submit
+    end_t = start_t + run
+    if cluster == "kalos":
+        running = end_t > window_end
+    return {
+        "n": n,
+        "t0": t0,
+        "window_end": window_end,
+        "type_names": type_names,
+        "states": a["states"],
+        "typ": typ,
+        "user": user,
+        "pool_size": p["users"],
+        "gpu": gpu,
+        "cpu": a["cpu"],
+        "node": node,
+        "mem": a["mem"],
+        "state": a["state"],
+        "running": running,
+        "submit": submit,
+        "start": start_t,
+        "end": end_t,
+        "queue": queue,
+        "run": run,
+        "tz_hours": p["tz_hours"],
+        "job_id_base": _seren_first_id(start, scale, p["jobs_per_day"]),
+        "rng": rng,
+    }
+
+
+def _checked_args(cluster: str, start: dt.date, days: int, scale: float) -> tuple[dt.date, int]:
     if cluster not in _PARAMS:
         raise ValueError(f"unknown cluster {cluster!r}: expected one of {sorted(_PARAMS)}")
     if isinstance(start, dt.datetime):
@@ -483,13 +534,20 @@ def _generate(cluster: str, start: dt.date, days: int, scale: float, seed: int) 
         raise ValueError(f"days must be a positive integer, got {days!r}")
     if not scale > 0:
         raise ValueError(f"scale must be > 0, got {scale!r}")
-    days = int(days)
-    p = _PARAMS[cluster]
-    entropy = [int(seed) % 2**63, _CLUSTER_SALT[cluster], start.toordinal(), days, round(scale * 1e6)]
-    rng = np.random.default_rng(np.random.SeedSequence(entropy))
+    return start, int(days)
 
-    type_names = list(p["types"])
-    specs = [p["types"][name] for name in type_names]
+
+def _volume(
+    rng: np.random.Generator,
+    p: dict[str, Any],
+    specs: list[dict[str, Any]],
+    start: dt.date,
+    days: int,
+    scale: float,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+    """Jobs per UTC day, their types, bursts, users and submit times, in submit order."""
+    import numpy as np
+
     gpu_share = p["gpu_share"]
     type_probs = [(1.0 - gpu_share) if s["share"] is None else gpu_share * s["share"] for s in specs]
 
@@ -540,7 +598,16 @@ def _generate(cluster: str, start: dt.date, days: int, scale: float, seed: int) 
     final = np.argsort(submit, kind="stable")
     submit, typ, user = submit[final], typ[final], user[final]
 
-    # --- per-job attributes, stratified within each type --------------------------------------
+    return submit, typ, user, t0
+
+
+def _attributes(
+    rng: np.random.Generator, p: dict[str, Any], specs: list[dict[str, Any]], typ: np.ndarray, cluster: str
+) -> dict[str, Any]:
+    """Per-job GPUs, CPUs, memory, state, run and queue times, stratified within each type."""
+    import numpy as np
+
+    n = typ.size
     states = ["COMPLETED", *p["cancel_split"], *p["fail_split"]]
     state_group = np.array([_GROUPS.index(STATE_GROUP[s]) for s in states])
     gpu = np.zeros(n, dtype=np.int64)
@@ -586,43 +653,7 @@ def _generate(cluster: str, start: dt.date, days: int, scale: float, seed: int) 
                 cpu[idx] = g * _pick(rng, m, _KALOS_CPU_PER_GPU)
                 mem[idx] = np.minimum(g, 8) * _pick(rng, m, {125: 0.7, 100: 0.2, 60: 0.1})
 
-    node = np.where(gpu > 8, gpu // 8, 1)
-    if cluster == "kalos":
-        # Kalos duration (end - submit) is capped at the paper's maximum, queue included.
-        run = np.minimum(run, p["max_run"] - queue)
-    start_t = submit + queue
-    window_end = t0 + days * _DAY_S
-    running = np.zeros(n, dtype=bool)
-    if cluster == "kalos":
-        start_t = np.minimum(start_t, window_end - 1)
-        queue = start_t - submit
-    end_t = start_t + run
-    if cluster == "kalos":
-        running = end_t > window_end
-    return {
-        "n": n,
-        "t0": t0,
-        "window_end": window_end,
-        "type_names": type_names,
-        "states": states,
-        "typ": typ,
-        "user": user,
-        "pool_size": p["users"],
-        "gpu": gpu,
-        "cpu": cpu,
-        "node": node,
-        "mem": mem,
-        "state": state,
-        "running": running,
-        "submit": submit,
-        "start": start_t,
-        "end": end_t,
-        "queue": queue,
-        "run": run,
-        "tz_hours": p["tz_hours"],
-        "job_id_base": _seren_first_id(start, scale, p["jobs_per_day"]),
-        "rng": rng,
-    }
+    return {"states": states, "gpu": gpu, "cpu": cpu, "state": state, "run": run, "queue": queue, "mem": mem}
 
 
 def _diurnal_seconds(rng: np.random.Generator, n: int, local_tz_hours: int) -> np.ndarray:

@@ -23,10 +23,10 @@ from datetime import date
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from acme import config
+from acme import settings
 from acme.errors import InputError, SchemaDriftError
-from acme.schema import JOB_COLUMNS, STATE_GROUPS
-from acme.sources.base import REJECT_COLUMNS, ParseResult, first_submit_day
+from acme.jobs.base import REJECT_COLUMNS, ParseResult, first_submit_day
+from acme.jobs.schema import JOB_COLUMNS, STATE_GROUPS
 
 if TYPE_CHECKING:
     import numpy as np
@@ -73,29 +73,13 @@ def parse_acmetrace(
     time, malformed line) are reported by the run for the file's first day, so that a
     backfill over a multi-day file reports each of them exactly once.
     """
-    import duckdb
     import numpy as np
     import pandas as pd
 
     path = str(path)
     source_file = source_file or path
     layout = layout or detect_layout(path, source_file)
-    con = duckdb.connect()
-    try:
-        con.execute("SET TimeZone = 'UTC'")
-        # Text as Arrow large_string, the layout of pandas' pyarrow-backed str columns, so the
-        # conversion to pandas wraps the buffers instead of copying every string.
-        con.execute("SET arrow_large_buffer_size = true")
-        _define_raw_view(con, path, LAYOUTS[layout])
-        query = _read_sql(f"select_acmetrace_{layout}_jobs.sql")
-        try:
-            rows = con.sql(query, params={"cluster": cluster, "source_file": source_file}).to_arrow_table()
-        except duckdb.Error as exc:
-            first_line = str(exc).strip().splitlines()[0]
-            raise InputError(source_file, f"unreadable as CSV: {first_line}") from exc
-        unreadable = _unreadable_lines(con)
-    finally:
-        con.close()
+    rows, unreadable = _read_rows(path, cluster, source_file, layout)
     frame = _to_pandas(rows)
     del rows
 
@@ -123,6 +107,112 @@ def parse_acmetrace(
             rejects = rejects.iloc[0:0]
     rows_in = len(frame) + len(unreadable)
     return ParseResult(jobs.reset_index(drop=True), rejects.reset_index(drop=True), rows_in, skipped, notes)
+
+
+def _read_rows(path: str, cluster: str, source_file: str, layout: str):
+    """The canonical columns as DuckDB computes them (an Arrow table, text as ``large_string``), and
+    the lines its CSV reader could not read."""
+    import duckdb
+
+    con = duckdb.connect()
+    try:
+        con.execute("SET TimeZone = 'UTC'")
+        # Text as Arrow large_string, the layout of pandas' pyarrow-backed str columns and of the
+        # partitions' schema, so no conversion copies every string.
+        con.execute("SET arrow_large_buffer_size = true")
+        _define_raw_view(con, path, LAYOUTS[layout])
+        query = _read_sql(f"select_acmetrace_{layout}_jobs.sql")
+        try:
+            rows = con.sql(query, params={"cluster": cluster, "source_file": source_file}).to_arrow_table()
+        except duckdb.Error as exc:
+            first_line = str(exc).strip().splitlines()[0]
+            raise InputError(source_file, f"unreadable as CSV: {first_line}") from exc
+        return rows, _unreadable_lines(con)
+    finally:
+        con.close()
+
+
+def parse_acmetrace_table(
+    path: str | Path,
+    cluster: str,
+    *,
+    source_file: str | None = None,
+    day: date | None = None,
+    layout: str | None = None,
+) -> ParseResult:
+    """:func:`parse_acmetrace` with the canonical rows as an Arrow table in the partitions' schema
+    (``acme.jobs.schema.job_arrow_schema``): DuckDB's result is filtered and completed in Arrow,
+    never turned into pandas (the one data path of :mod:`acme.jobs.ingest`)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from acme.jobs.schema import job_arrow_schema
+
+    path = str(path)
+    source_file = source_file or path
+    layout = layout or detect_layout(path, source_file)
+    rows, unreadable = _read_rows(path, cluster, source_file, layout)
+    lines = _accepted_line_numbers(path, [line for line, _, _ in unreadable], rows.num_rows)
+    notes = []
+    if lines is None:
+        notes.append(f"{source_file}: line numbers are approximate (row order + 2): quoted fields span lines")
+        lines = pa.array(range(2, 2 + rows.num_rows), pa.int64())
+    rows = rows.append_column("source_line", pa.array(lines, pa.int64()))
+    rows_in = rows.num_rows + len(unreadable)
+    problem = pc.is_valid(rows["problem"])
+    has_problems = rows.num_rows > 0 and pc.any(problem).as_py()
+    problems = rows.filter(problem).select(["source_line", "problem", "record"]) if has_problems else None
+    rejects = _rejects(
+        problems.to_pandas() if problems is not None else _NO_PROBLEMS(), unreadable, source_file
+    )
+    first_day = _first_day(rows)
+    jobs = rows.filter(pc.invert(problem)) if has_problems else rows
+    del rows
+    schema = job_arrow_schema()
+    states = pa.array(list(STATE_GROUPS), pa.large_string())
+    groups = pa.array(list(STATE_GROUPS.values()), pa.large_string())
+    derived = {
+        "state_group": pc.take(groups, pc.index_in(jobs["state"].cast(pa.large_string()), value_set=states)),
+        "gpu_share": pa.nulls(jobs.num_rows, pa.float64()),  # AcmeTrace counts whole GPUs only
+    }
+    table = pa.table(
+        [derived[f.name] if f.name in derived else jobs[f.name].cast(f.type) for f in schema], schema=schema
+    )
+    skipped = 0
+    if day is not None:
+        start = pa.scalar(pd_timestamp(day), pa.timestamp("us", tz="UTC"))
+        end = pa.scalar(pd_timestamp(day, 1), pa.timestamp("us", tz="UTC"))
+        submitted = table["submit_time"]
+        in_day = pc.fill_null(pc.and_(pc.greater_equal(submitted, start), pc.less(submitted, end)), False)
+        skipped = table.num_rows - pc.sum(in_day).as_py() if table.num_rows else 0
+        if skipped:
+            table = table.filter(in_day)
+        if len(rejects) and first_day != day:
+            skipped += len(rejects)
+            rejects = rejects.iloc[0:0]
+    return ParseResult(table, rejects.reset_index(drop=True), rows_in, skipped, notes)
+
+
+def pd_timestamp(day: date, plus_days: int = 0):
+    from datetime import UTC, datetime, timedelta
+
+    return datetime(day.year, day.month, day.day, tzinfo=UTC) + timedelta(days=plus_days)
+
+
+def _NO_PROBLEMS():
+    import pandas as pd
+
+    return pd.DataFrame({"source_line": pd.array([], "Int64"), "problem": [], "record": []})
+
+
+def _first_day(rows) -> date | None:
+    """UTC day of the earliest time key (submit, else start, else end) of all rows, problems included."""
+    import pyarrow.compute as pc
+
+    if rows.num_rows == 0:
+        return None
+    first = pc.min(pc.coalesce(rows["submit_time"], rows["start_time"], rows["end_time"])).as_py()
+    return None if first is None else first.date()
 
 
 def detect_layout(path: str, source_file: str) -> str:
@@ -184,7 +274,7 @@ def _define_raw_view(con, path: str, columns: tuple[str, ...]) -> None:
 
 
 def _read_sql(name: str) -> str:
-    return (config.sql_dir() / "ingest" / name).read_text()
+    return (settings.project().sql_dir / "ingest" / name).read_text()
 
 
 _NOT_CONVERTIBLE = re.compile(r'Could not convert string "(?P<value>.*)" to')
@@ -236,7 +326,7 @@ def _to_pandas(rows) -> pd.DataFrame:
 def _canonical(frame: pd.DataFrame) -> pd.DataFrame:
     import numpy as np
 
-    # AcmeTrace counts whole GPUs only: gpu_share is null (see acme.schema).
+    # AcmeTrace counts whole GPUs only: gpu_share is null (see acme.jobs.schema).
     frame = frame.assign(state_group=frame["state"].map(STATE_GROUPS), gpu_share=np.full(len(frame), np.nan))
     return frame[list(JOB_COLUMNS)]
 
@@ -282,3 +372,13 @@ def _blank_lines(data) -> list[int]:
         counted = position + 1
         blank.append(newlines + 1)
     return blank
+
+
+def parse_input(job_input, local_path: str | Path) -> tuple[ParseResult, str]:
+    """The format registry's entry point (:mod:`acme.jobs.formats`): the layout is detected."""
+    local_path = str(local_path)
+    layout = detect_layout(local_path, job_input.uri)
+    result = parse_acmetrace_table(
+        local_path, job_input.cluster, source_file=job_input.uri, day=job_input.day, layout=layout
+    )
+    return result, layout

@@ -12,7 +12,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from acme.errors import ConfigError
-from acme.schema import JOB_TYPES
+from acme.jobs.schema import JOB_TYPES
 
 
 @dataclass(frozen=True)
@@ -35,7 +35,7 @@ class JobTypeRule:
             return False
         if self.label_key is not None:
             value = labels.get(self.label_key)
-            if value is None or not self.label_value.fullmatch(value):
+            if value is None or self.label_value is None or not self.label_value.fullmatch(value):
                 return False
         return True
 
@@ -99,6 +99,6 @@ def _rule_from_spec(spec: dict, where: str) -> JobTypeRule:
 @lru_cache(maxsize=4)
 def load_classifier(path: str | None = None) -> JobTypeClassifier:
     """The configured classifier (``ACME_JOB_TYPE_RULES`` or the bundled default)."""
-    from acme import config
+    from acme import settings
 
-    return JobTypeClassifier.from_yaml(Path(path or config.job_type_rules_path()))
+    return JobTypeClassifier.from_yaml(Path(path or settings.jobs().job_type_rules))

@@ -18,27 +18,25 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from acme.errors import SchemaDriftError
-from acme.schema import JOB_COLUMNS, JOB_TYPES, STATE_GROUPS, STATES
-from acme.sources.base import REJECT_COLUMNS, record_text
+from acme.jobs.base import REJECT_COLUMNS, record_text
+from acme.jobs.formats import LayoutRules, layout_rules
+from acme.jobs.schema import JOB_COLUMNS, JOB_TYPES, STATE_GROUPS, STATES
 
 if TYPE_CHECKING:
     import pandas as pd
-
-# What the source's own ``duration`` column measures, per source layout:
-# "run" = end - start, "submit" = end - submit (Kalos includes queueing), None = no such column.
-# "run_at_most" = at most end - start: sacct's Elapsed leaves out the time a job was suspended.
-DURATION_BASIS = {"seren": "run", "kalos": "submit", "sacct": "run_at_most", "k8s": None}
-
-# Columns a layout always fills. AcmeTrace has a user, a GPU count and a submit time on every
-# row; sacct and Kubernetes exports legitimately lack them (no User or TRES field in the
-# --format, no Submit: the queue time is then unknown), so there they may be null.
-_REQUIRED_BY_LAYOUT = {
-    "seren": ("user", "gpu_num", "submit_time"),
-    "kalos": ("user", "gpu_num", "submit_time"),
-}
+    import pyarrow as pa
 
 # Absolute tolerance of the consistency checks: sources round to whole seconds.
 TOLERANCE_S = 1.0
+
+# The canonical columns the suite reads (plus a layout's required ones, e.g. ``user``): only these
+# are handed to great-expectations as pandas. Names, node lists, exit codes and provenance stay in
+# Arrow; their types are checked on the Arrow schema (:func:`validate_job_table`).
+VALIDATED_COLUMNS = (
+    "job_id", "job_type", "state", "state_group", "submit_time", "start_time", "end_time",
+    "queue_s", "run_s", "gpu_num", "gpu_share", "cpu_num", "node_num", "gpu_time",
+    "source_duration_s", "source_gpu_time",
+)  # fmt: skip
 
 
 @dataclass
@@ -48,56 +46,131 @@ class ValidationOutcome:
     report: dict[str, Any]  # JSON-ready summary, saved beside the partition
 
 
+@dataclass
+class TableOutcome:
+    accepted: pa.Table  # canonical rows that met every expectation (a filter of the input table)
+    rejected: pd.DataFrame  # REJECT_COLUMNS, as in ValidationOutcome
+    report: dict[str, Any]
+
+
+def validated_columns(layout: str) -> list[str]:
+    required = [c for c in layout_rules(layout).required if c not in VALIDATED_COLUMNS]
+    return [*VALIDATED_COLUMNS, *required]
+
+
 def validate_jobs(jobs: pd.DataFrame, *, layout: str, source_file: str) -> ValidationOutcome:
-    """Run the job suite for ``layout`` (seren, kalos, sacct, k8s) over ``jobs``."""
-    import pandas as pd
+    """Run the job suite for ``layout`` (seren, kalos, sacct, k8s) over a canonical frame."""
+    missing = [c for c in JOB_COLUMNS if c not in jobs.columns]
+    if missing:
+        raise SchemaDriftError(
+            source_file, f"parsed job records lack the canonical column(s) {', '.join(missing)}"
+        )
+    jobs = jobs.reset_index(drop=True)
+    reasons, report = _suite(jobs[validated_columns(layout)], layout, source_file)
+    bad = sorted(reasons)
+    accepted = jobs.drop(index=bad) if bad else jobs  # no copy of a million rows when all pass
+    rejected = _rejected(jobs.loc[bad][list(JOB_COLUMNS)], bad, reasons, source_file)
+    return ValidationOutcome(accepted.reset_index(drop=True), rejected, report)
 
-    frame = _with_derived_columns(
-        jobs.reset_index(drop=True),
-        DURATION_BASIS.get(layout),
-        gpu_num_required="gpu_num" in _REQUIRED_BY_LAYOUT.get(layout, ()),
+
+def validate_job_table(table: pa.Table, *, layout: str, source_file: str) -> TableOutcome:
+    """:func:`validate_jobs` over an Arrow table in the canonical schema (the one data path).
+
+    Only the validated columns become pandas; the accepted rows are an Arrow filter of ``table``
+    (the table itself when every row passes), and only the rejected rows are turned into text.
+    """
+    import numpy as np
+    import pyarrow as pa
+
+    from acme.jobs.schema import job_arrow_schema, with_current_columns
+
+    expected = job_arrow_schema()
+    table = with_current_columns(table)
+    if not table.schema.equals(expected):
+        drift = [
+            f"{f.name}: {f.type} (expected {expected.field(f.name).type})"
+            for f in table.schema
+            if f.type != expected.field(f.name).type
+        ]
+        raise SchemaDriftError(
+            source_file, f"parsed job records do not match the canonical schema: {'; '.join(drift)}"
+        )
+    reasons, report = _suite(_narrow_frame(table, validated_columns(layout)), layout, source_file)
+    bad = sorted(reasons)
+    if not bad:
+        return TableOutcome(table, _rejected(None, [], reasons, source_file), report)
+    keep = np.ones(table.num_rows, dtype=bool)
+    keep[bad] = False
+    rejected_rows = table.take(pa.array(bad)).to_pandas(types_mapper=_nullable_ints)
+    return TableOutcome(
+        table.filter(pa.array(keep)), _rejected(rejected_rows, bad, reasons, source_file), report
     )
-    expectations = build_job_expectations(layout)
-    results = _run_suite(frame, expectations, suite_name=f"jobs_{layout}")
 
+
+def _nullable_ints(arrow_type):
+    import pandas as pd
+    import pyarrow as pa
+
+    return pd.Int64Dtype() if arrow_type == pa.int64() else None
+
+
+def _narrow_frame(table: pa.Table, columns: list[str]) -> pd.DataFrame:
+    return table.select(columns).to_pandas(types_mapper=_nullable_ints)
+
+
+def _suite(frame: pd.DataFrame, layout: str, source_file: str) -> tuple[dict[int, list[str]], dict[str, Any]]:
+    """Run the suite over the (narrow) frame: the failed reasons per row index, and the report."""
+    rules = layout_rules(layout)
+    derived = _with_derived_columns(frame, rules.duration_basis, gpu_num_required="gpu_num" in rules.required)
+    results = _run_suite(
+        derived, build_job_expectations(layout, list(frame.columns)), suite_name=f"jobs_{layout}"
+    )
     table_failures = [r for r in results if not r["success"] and r["row_level"] is False]
     if table_failures:
         detail = "; ".join(f"{r['expectation']}({r['column']}): {r['observed']}" for r in table_failures)
         raise SchemaDriftError(source_file, f"parsed job records do not match the canonical schema: {detail}")
-
     reasons: dict[int, list[str]] = {}
     for result in results:
         for index in result.pop("unexpected_index_list"):
             reasons.setdefault(int(index), []).append(result["reason"])
-    bad = sorted(reasons)
-    jobs = jobs.reset_index(drop=True)
-    accepted = jobs.drop(index=bad) if bad else jobs  # no copy of a million rows when all pass
-    rejected_rows = jobs.loc[bad]
-    rejected = pd.DataFrame(
-        {
-            "source_file": rejected_rows["source_file"].fillna(source_file),
-            "source_line": rejected_rows["source_line"],
-            "reason": ["; ".join(reasons[i]) for i in bad],
-            "record": [record_text(row) for row in rejected_rows[list(JOB_COLUMNS)].to_dict("records")],
-        }
-    ).astype(REJECT_COLUMNS)
     report = {
         "suite": f"jobs_{layout}",
-        "success": not bad,
+        "success": not reasons,
         "rows_validated": len(frame),
-        "rows_rejected": len(bad),
+        "rows_rejected": len(reasons),
         "expectations": results,
     }
-    return ValidationOutcome(accepted.reset_index(drop=True), rejected.reset_index(drop=True), report)
+    return reasons, report
 
 
-def build_job_expectations(layout: str) -> list:
-    """The expectations of the suite for one source layout, each with the reason it stands for."""
+def _rejected(
+    rows: pd.DataFrame | None, bad: list[int], reasons: dict[int, list[str]], source_file: str
+) -> pd.DataFrame:
+    import pandas as pd
+
+    if rows is None or not bad:
+        return pd.DataFrame({name: [] for name in REJECT_COLUMNS}).astype(REJECT_COLUMNS)
+    rows = rows.reset_index(drop=True)
+    return pd.DataFrame(
+        {
+            "source_file": rows["source_file"].fillna(source_file),
+            "source_line": rows["source_line"],
+            "reason": ["; ".join(reasons[i]) for i in bad],
+            "record": [record_text(row) for row in rows[list(JOB_COLUMNS)].to_dict("records")],
+        }
+    ).astype(REJECT_COLUMNS)
+
+
+def build_job_expectations(layout: str, columns: list[str] | None = None) -> list:
+    """The expectations of the suite for one source layout, each with the reason it stands for;
+    ``columns``: those of the frame it runs on (default: :func:`validated_columns`)."""
     import great_expectations as gx
 
     e = gx.expectations
+    rules = layout_rules(layout)
+    columns = validated_columns(layout) if columns is None else columns
     expectations = [
-        e.ExpectTableColumnsToMatchSet(column_set=list(JOB_COLUMNS) + _DERIVED, exact_match=True),
+        e.ExpectTableColumnsToMatchSet(column_set=[*columns, *_DERIVED], exact_match=True),
         # The pandas type of a tz-aware column is Timestamp; a naive one is numpy.datetime64.
         *(
             e.ExpectColumnValuesToBeOfType(
@@ -107,12 +180,12 @@ def build_job_expectations(layout: str) -> list:
         ),
         *(
             e.ExpectColumnValuesToNotBeNull(column=name, meta={"reason": f"{name} is missing"})
-            for name in ("job_id", "job_type", "state", *_REQUIRED_BY_LAYOUT.get(layout, ()))
+            for name in ("job_id", "job_type", "state", *rules.required)
         ),
         *(
             # where submit_time is required, its own check covers this one
             []
-            if "submit_time" in _REQUIRED_BY_LAYOUT.get(layout, ())
+            if "submit_time" in rules.required
             else [
                 e.ExpectColumnValuesToNotBeNull(
                     column="_time_key", meta={"reason": "no time at all (submit, start and end are missing)"}
@@ -164,7 +237,13 @@ def build_job_expectations(layout: str) -> list:
             meta={"reason": "gpu_time differs from GPUs (gpu_share, else gpu_num) × run_s"},
         ),
     ]
-    if layout in ("seren", "kalos"):
+    return expectations + _layout_expectations(e, rules)
+
+
+def _layout_expectations(e: Any, rules: LayoutRules) -> list:
+    """The layout's own consistency checks: its GPU time and duration figures against the times."""
+    expectations = []
+    if rules.source_gpu_time:
         expectations.append(
             e.ExpectColumnValuesToBeBetween(
                 column="_source_gpu_time_gap",
@@ -172,9 +251,9 @@ def build_job_expectations(layout: str) -> list:
                 meta={"reason": "source gpu_time differs from gpu_num × source duration"},
             )
         )
-    if DURATION_BASIS.get(layout):
+    if rules.duration_basis:
         basis = {"run": "differs from end − start", "run_at_most": "is longer than end − start"}.get(
-            DURATION_BASIS[layout], "differs from end − submit"
+            rules.duration_basis, "differs from end − submit"
         )
         expectations.append(
             e.ExpectColumnValuesToBeBetween(
@@ -208,7 +287,7 @@ def _with_derived_columns(
     - Integer columns are checked as floats: GX's range check makes one Python call per
       value on pandas' nullable integers and is vectorized on floats.
     """
-    from acme.schema import time_key_column
+    from acme.jobs.schema import time_key_column
 
     gpus = jobs["gpu_num"].astype("float64")
     held = jobs["gpu_share"].fillna(gpus) if jobs["gpu_share"].notna().any() else gpus
@@ -274,7 +353,9 @@ def _run_suite(frame: pd.DataFrame, expectations: list, suite_name: str) -> list
     pandas_execution_engine.HASH_THRESHOLD = 0
 
     context = gx.get_context(mode="ephemeral")
-    context.variables.progress_bars = {"globally": False, "metric_calculations": False}
+    from great_expectations.data_context.types.base import ProgressBarsConfig
+
+    context.variables.progress_bars = ProgressBarsConfig(globally=False, metric_calculations=False)
     batch_definition = (
         context.data_sources.add_pandas("acme")
         .add_dataframe_asset("jobs")
@@ -286,6 +367,8 @@ def _run_suite(frame: pd.DataFrame, expectations: list, suite_name: str) -> list
     summaries = []
     for result in validation.results:
         configuration = result.expectation_config
+        if configuration is None:
+            raise RuntimeError("great-expectations returned a result without its expectation")
         kwargs = configuration.kwargs
         details = result.result or {}
         row_level = "unexpected_index_list" in details or "unexpected_count" in details

@@ -1,0 +1,597 @@
+"""Job-trace ingest: parse a source, validate it, quarantine what fails, publish partitions.
+
+One data path for the command line and the DAG. The parser's canonical rows become one Arrow
+table; validation reads a narrow pandas frame of only the columns it checks
+(:func:`acme.jobs.validate.validate_job_table`) and the accepted rows are an Arrow filter of the
+table; publishing merges Arrow tables. The command line holds the table in memory; the DAG's
+single ingest task per input (:func:`ingest_planned`) keeps two retry points in the lake: the
+raw copy of the input and **one** staged copy of the parsed rows (``parsed.parquet``), so a
+row is written three times (raw, staged, partition) instead of four.
+
+Idempotency: a job's partition is the UTC day of its time key (submit time, else start, else
+end: ``acme.jobs.schema.time_key_column``); publishing merges by job id under the partition's
+lock (a terminal state replaces RUNNING, a newer record of the same rank replaces an older
+one) and rewrites the partition whole, so re-runs, retries and overlapping backfills never
+duplicate a job. Quarantine and validation entries are keyed by the input (its URI and day), so
+they are replaced, not appended, by a re-run. A retry after a SIGKILL at any point restarts
+from the last complete retry point (a marker written after its data) and converges on the
+clean run's lake.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import date
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from acme import lake_keys, settings
+from acme.errors import InputError, InputNotFoundError, QuarantineThresholdError
+from acme.jobs.base import REJECT_COLUMNS, ParseResult, first_submit_day
+from acme.jobs.formats import FORMAT_NAMES, job_format
+from acme.jobs.schema import JOB_COLUMNS, job_arrow_schema
+from acme.lake import Lake
+
+if TYPE_CHECKING:
+    import pandas as pd
+    import pyarrow as pa
+
+    from acme.jobs.validate import TableOutcome
+
+QUARANTINE_COLUMNS = ["cluster", "source", "input", "stage", *REJECT_COLUMNS]
+
+
+@dataclass(frozen=True)
+class JobInput:
+    """One input of one run: which cluster, which source format, where, for which day."""
+
+    cluster: str
+    format: str
+    uri: str  # where the input came from (shown to people, part of the input key)
+    day: date | None = None
+    fields: tuple[str, ...] | None = None  # sacct header-less field list
+    timezone: str = "UTC"  # sacct prints naive local times in the cluster's zone
+    delimiter: str = "|"  # sacct --delimiter of the export
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form, for handing an input from one Airflow task to the next."""
+        return {
+            "cluster": self.cluster,
+            "format": self.format,
+            "uri": self.uri,
+            "day": self.day.isoformat() if self.day else None,
+            "fields": list(self.fields) if self.fields else None,
+            "timezone": self.timezone,
+            "delimiter": self.delimiter,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> JobInput:
+        return cls(
+            cluster=data["cluster"],
+            format=data["format"],
+            uri=data["uri"],
+            day=date.fromisoformat(data["day"]) if data.get("day") else None,
+            fields=tuple(data["fields"]) if data.get("fields") else None,
+            timezone=data.get("timezone") or "UTC",
+            delimiter=data.get("delimiter") or "|",
+        )
+
+    @property
+    def key(self) -> str:
+        """Stable identity of this input: re-running it replaces what it wrote before."""
+        digest = hashlib.sha1(f"{self.format}|{self.uri}|{self.day}".encode()).hexdigest()[:16]
+        return f"{self.format}-{digest}"
+
+
+def plan_job_inputs(
+    clusters: dict, day: date, cluster: str = "all", source: str = "configured", input_uri: str | None = None
+) -> list[dict[str, Any]]:
+    """The inputs of one run: one per selected cluster, as dicts (with the live command, if any).
+
+    ``source`` other than ``configured`` overrides the cluster's format (with ``input_uri``
+    giving the location), for manual runs over a file someone exported by hand.
+    """
+    from acme.clusters import selected_clusters
+
+    planned = []
+    for name in selected_clusters(clusters, cluster, source, FORMAT_NAMES, input_uri):
+        jobs = clusters[name].jobs
+        fmt = jobs.format if source == "configured" else source
+        live = jobs.command if (jobs.command and not input_uri and job_format(fmt, name).live) else None
+        uri = input_uri or (f"{fmt}://" + "/".join(jobs.command) if live else jobs.input_for(name, day))
+        delimiter = "|" if live else jobs.delimiter  # the live command asks for --parsable2
+        job_input = JobInput(name, fmt, uri, day, jobs.fields, jobs.timezone, delimiter)
+        planned.append({"input": job_input.to_dict(), "command": list(live) if live else None})
+    return planned
+
+
+# --- parse ----------------------------------------------------------------------------------
+
+
+@dataclass
+class Parsed:
+    """A parsed input: the canonical rows as one Arrow table (None when they were streamed to a
+    sink), the parse rejects, and the parser's accounting."""
+
+    table: pa.Table | None
+    rejects: pd.DataFrame
+    layout: str
+    rows_in: int
+    rows_ok: int
+    skipped_other_days: int
+    skipped: dict[str, int]
+    first_day: date | None
+    notes: list[str]
+
+    @property
+    def rows_checked(self) -> int:
+        """The rows the quarantine share is taken of: all but those skipped for a reason."""
+        return self.rows_in - self.skipped_other_days - sum(self.skipped.values())
+
+    def summary(self) -> dict[str, Any]:
+        """JSON-ready accounting (the staged retry point's marker)."""
+        return {
+            "layout": self.layout,
+            "rows_in": self.rows_in,
+            "parsed": self.rows_ok,
+            "parse_rejects": len(self.rejects),
+            "skipped_other_days": self.skipped_other_days,
+            "skipped": dict(self.skipped),
+            "first_day": self.first_day.isoformat() if self.first_day else None,
+            "notes": list(self.notes),
+        }
+
+
+def parse_job_input(job_input: JobInput, local_path: str | Path) -> tuple[ParseResult, str]:
+    """Parse the local copy of an input with its format's parser (:mod:`acme.jobs.formats`);
+    returns the result (secrets in job names and rejected records masked, see
+    :mod:`acme.secrets`) and the layout to validate with."""
+    from acme.secrets import redact_column
+
+    parser = job_format(job_input.format, job_input.uri).load()
+    result, layout = parser.parse_input(job_input, str(local_path))
+    if _is_table(result.jobs):  # a parser that builds Arrow itself (AcmeTrace)
+        result.jobs = _redact_names(result.jobs)
+    else:
+        result.jobs["job_name"] = redact_column(result.jobs["job_name"])
+    _redact_rejects(result.rejects)
+    return result, layout
+
+
+def _is_table(jobs: Any) -> bool:
+    import pyarrow as pa
+
+    return isinstance(jobs, pa.Table)
+
+
+def _redact_names(table: pa.Table) -> pa.Table:
+    """:func:`acme.secrets.redact_column` over an Arrow table's job names (none: no work)."""
+    import pyarrow as pa
+
+    from acme.secrets import redact_column
+
+    names = table["job_name"]
+    if names.null_count == len(names):
+        return table
+    redacted = redact_column(names.to_pandas())
+    index = table.schema.get_field_index("job_name")
+    return table.set_column(index, table.schema.field(index), pa.array(redacted, pa.large_string()))
+
+
+def _first_day(table: pa.Table) -> date | None:
+    """UTC day of the earliest time key (submit, else start, else end), or None."""
+    import pyarrow.compute as pc
+
+    if table.num_rows == 0:
+        return None
+    first = pc.min(pc.coalesce(table["submit_time"], table["start_time"], table["end_time"])).as_py()
+    return None if first is None else first.date()
+
+
+def _redact_rejects(rejects: pd.DataFrame) -> None:
+    from acme.secrets import redact_column
+
+    rejects["record"] = redact_column(rejects["record"])
+    rejects["reason"] = redact_column(rejects["reason"])
+
+
+def parse_to_table(job_input: JobInput, local_path: str | Path, sink: Any = None) -> Parsed:
+    """Parse an input into Arrow. With ``sink`` (anything with ``write_table``, e.g. a Parquet
+    writer) the rows go there (in batches when the format can stream, so the day's rows are
+    never all in memory) and ``Parsed.table`` is None; without, they are returned."""
+    parser = job_format(job_input.format, job_input.uri).load()
+    if sink is not None and hasattr(parser, "stream_input"):
+        return _stream_to_sink(parser, job_input, local_path, sink)
+    result, layout = parse_job_input(job_input, local_path)
+    table = result.jobs if _is_table(result.jobs) else _jobs_table(result.jobs)
+    result.jobs = None  # the table is the one copy of the rows from here on
+    if sink is not None:
+        sink.write_table(table)
+    return Parsed(
+        None if sink is not None else table, result.rejects, layout, result.rows_in, table.num_rows,
+        result.skipped_other_days, dict(result.skipped), _first_day(table), list(result.notes),
+    )  # fmt: skip
+
+
+def _stream_to_sink(parser: Any, job_input: JobInput, local_path: str | Path, sink: Any) -> Parsed:
+    """Batches of masked rows (:mod:`acme.secrets`) appended to ``sink`` (the row order may differ
+    from :func:`parse_job_input`'s for a job id seen twice; validation and publishing do not
+    depend on it)."""
+    from acme.secrets import redact_column
+
+    first_day: list[date] = []
+
+    def stage(jobs: pd.DataFrame) -> None:
+        jobs["job_name"] = redact_column(jobs["job_name"])
+        day = first_submit_day(jobs)
+        if day is not None:
+            first_day[:] = [min([day, *first_day])]
+        sink.write_table(_jobs_table(jobs))
+
+    summary, layout = parser.stream_input(job_input, str(local_path), stage)
+    _redact_rejects(summary.rejects)
+    return Parsed(
+        None, summary.rejects, layout, summary.rows_in, summary.rows_ok, summary.skipped_other_days,
+        dict(summary.skipped), first_day[0] if first_day else None, list(summary.notes),
+    )  # fmt: skip
+
+
+# --- validate, quarantine, publish ------------------------------------------------------------
+
+
+def quarantine_frame(job_input: JobInput, rejects: pd.DataFrame, stage: str) -> pd.DataFrame:
+    return rejects.assign(
+        cluster=job_input.cluster, source=job_input.format, input=job_input.uri, stage=stage
+    )[QUARANTINE_COLUMNS]
+
+
+def input_artifact_key(area: str, job_input: JobInput, first_day: date | None, suffix: str) -> str:
+    """Where a per-input artifact (quarantine, validation report) lives: by the run's day."""
+    return lake_keys.job_input_artifact(
+        area, job_input.cluster, job_input.day or first_day, job_input.key + suffix
+    )
+
+
+def write_quarantine(
+    lake: Lake, job_input: JobInput, quarantined: pd.DataFrame, first_day: date | None
+) -> str | None:
+    """Replace this input's quarantine file (removing a stale one when nothing failed now)."""
+    import pyarrow as pa
+
+    key = input_artifact_key("quarantine", job_input, first_day, ".parquet")
+    if quarantined.empty:
+        if lake.exists(key):
+            lake.delete_prefix(key)
+        return None
+    table = pa.Table.from_pandas(quarantined.reset_index(drop=True), preserve_index=False)
+    return lake.write_parquet(key, table)
+
+
+def check_quarantine_share(
+    job_input: JobInput, rows_in: int, quarantined: pd.DataFrame, max_share: float | None = None
+) -> None:
+    """Fail the input when more than the allowed share of its rows was quarantined."""
+    max_share = settings.jobs().quarantine_max_share if max_share is None else max_share
+    if rows_in == 0 or quarantined.empty:
+        return
+    share = len(quarantined) / rows_in
+    if share <= max_share:
+        return
+    examples = "; ".join(
+        f"line {row.source_line}: {row.reason}" for row in quarantined.head(3).itertuples(index=False)
+    )
+    raise QuarantineThresholdError(
+        f"{job_input.uri}: {len(quarantined)} of {rows_in} rows ({share:.1%}) failed validation, "
+        f"above the allowed {max_share:.1%} (--max-quarantine-share, ACME_QUARANTINE_MAX_SHARE); "
+        f"nothing was published. First: {examples}"
+    )
+
+
+def validate_and_publish(
+    lake: Lake,
+    job_input: JobInput,
+    table: pa.Table,
+    parsed: Parsed,
+    max_quarantine_share: float | None = None,
+    on_nothing: Callable[[], None] | None = None,
+) -> dict[str, Any]:
+    """Validate the parsed rows, write the input's quarantine and report, publish the accepted
+    rows; ``on_nothing`` is called (to refuse the input) when nothing was accepted or quarantined."""
+    from acme.jobs.validate import validate_job_table
+
+    outcome = validate_job_table(table, layout=parsed.layout, source_file=job_input.uri)
+    del table
+    quarantined, quarantine_url = record_input_outcome(
+        lake, job_input, parsed.rejects, outcome, parsed.first_day, parsed.rows_checked, max_quarantine_share
+    )
+    if on_nothing is not None and outcome.accepted.num_rows == 0 and quarantined.empty:
+        on_nothing()
+    partitions = publish_jobs(lake, job_input, outcome.accepted, outcome.report)
+    return {
+        "rows_in": parsed.rows_in,
+        "rows": outcome.accepted.num_rows,
+        "quarantined": len(quarantined),
+        "skipped": dict(parsed.skipped),
+        "skipped_other_days": parsed.skipped_other_days,
+        "partitions": partitions,
+        "quarantine": quarantine_url,
+        "notes": parsed.notes,
+    }
+
+
+def publish_jobs(lake: Lake, job_input: JobInput, accepted: Any, report: dict[str, Any]) -> list[str]:
+    """Merge accepted jobs (an Arrow table, or a canonical frame) into their time-key-day
+    partitions; returns the partition URLs.
+
+    Each day is a zero-copy slice of the table, reordered by day first only when the input
+    is not in submit order.
+    """
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    table = accepted if isinstance(accepted, pa.Table) else _jobs_table(accepted)
+    if table.num_rows == 0:
+        return []
+    time_key = pc.coalesce(table["submit_time"], table["start_time"], table["end_time"])
+    days = pc.cast(time_key, "date32").to_numpy()
+    if (days[1:] < days[:-1]).any():  # traces are usually in submit order: then no reordering at all
+        order = np.argsort(days, kind="stable")
+        table, days = table.take(order), days[order]
+    starts = _run_starts(days)
+    bounds = list(zip(starts, [*starts[1:], len(days)], strict=True))
+
+    def publish_day(bound: tuple[int, int]) -> str:
+        start, stop = bound
+        day_text = str(days[start])
+        rows = table.slice(start, stop - start)
+        with lake.lock(f"jobs-{job_input.cluster}-{day_text}"):
+            key = lake_keys.jobs_partition(job_input.cluster, day_text)
+            existing = lake.read_parquet(key) if lake.exists(key) else None
+            merged = merge_job_tables(existing, rows)
+            url = lake.write_parquet(key, merged)
+            record = lake_keys.jobs_validation_record(job_input.cluster, day_text)
+            _record_validation(lake, record, job_input, report, rows.num_rows, merged.num_rows)
+        return url
+
+    return [publish_day(bound) for bound in bounds]
+
+
+def _run_starts(values) -> list[int]:
+    """Indexes where a run of equal values begins in a sorted array."""
+    import numpy as np
+
+    if len(values) == 0:
+        return []
+    return [0, *(np.flatnonzero(values[1:] != values[:-1]) + 1).tolist()]
+
+
+def merge_job_tables(existing, incoming):
+    """One row per job id: terminal states beat RUNNING; otherwise the incoming record wins."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    order = [("submit_time", "ascending"), ("job_id", "ascending")]
+    if existing is None or existing.num_rows == 0:
+        if pc.count_distinct(incoming["job_id"]).as_py() == incoming.num_rows:
+            return incoming.sort_by(order)  # a new partition of unique jobs: nothing to merge
+        combined = incoming.append_column("_incoming", pa.array([1] * incoming.num_rows, pa.int8()))
+    else:
+        from acme.jobs.schema import with_current_columns
+
+        existing = with_current_columns(existing).cast(incoming.schema)
+        combined = pa.concat_tables(
+            [
+                existing.append_column("_incoming", pa.array([0] * existing.num_rows, pa.int8())),
+                incoming.append_column("_incoming", pa.array([1] * incoming.num_rows, pa.int8())),
+            ]
+        )
+    terminal = pc.cast(pc.not_equal(combined["state"], "RUNNING"), pa.int8())
+    combined = combined.append_column("_terminal", terminal)
+    ranked = combined.sort_by(
+        [("job_id", "ascending"), ("_terminal", "descending"), ("_incoming", "descending")]
+    )
+    job_ids = ranked["job_id"].to_numpy(zero_copy_only=False)
+    first = np.ones(len(job_ids), dtype=bool)
+    first[1:] = job_ids[1:] != job_ids[:-1]
+    kept = ranked.filter(pa.array(first)).drop_columns(["_incoming", "_terminal"])
+    return kept.sort_by(order)
+
+
+def _record_validation(
+    lake: Lake, key: str, job_input: JobInput, report: dict[str, Any], rows: int, partition_rows: int
+) -> None:
+    """Note in the partition's ``_validation.json`` (``key``) which input wrote what, and its report."""
+    document = lake.read_json(key, default={"inputs": {}})
+    document["inputs"][job_input.key] = {
+        "input": job_input.uri,
+        "format": job_input.format,
+        "day": job_input.day,
+        "rows_published_here": rows,
+        "suite": report.get("suite"),
+        "success": report.get("success"),
+        "rows_validated": report.get("rows_validated"),
+        "rows_rejected": report.get("rows_rejected"),
+        "report": report.get("url"),
+    }
+    document["partition_rows"] = partition_rows
+    lake.write_json(key, document)
+
+
+def ingest_job_file(
+    lake: Lake, job_input: JobInput, local_path: str | Path, max_quarantine_share: float | None = None
+) -> dict[str, Any]:
+    """Everything at once, in memory (the command line): returns the run's summary."""
+    from acme.jobs.validate import preload_in_background
+
+    preloading = preload_in_background()
+    parsed = parse_to_table(job_input, local_path)
+    preloading.join()
+    table, parsed.table = parsed.table, None
+    assert table is not None
+
+    def refuse() -> None:
+        refuse_empty_input(job_input, parsed.rows_in, parsed.skipped, parsed.skipped_other_days)
+
+    return validate_and_publish(lake, job_input, table, parsed, max_quarantine_share, on_nothing=refuse)
+
+
+def refuse_empty_input(job_input: JobInput, rows_in: int, skipped: dict[str, int], other_days: int) -> None:
+    """The command line never exits 0 having stored nothing: one line saying why there is nothing."""
+    if rows_in == 0:
+        raise InputError(job_input.uri, "no job records in the input: nothing to store")
+    reasons = ", ".join(f"{reason}: {count}" for reason, count in sorted(skipped.items()))
+    if other_days:
+        reasons = ", ".join(filter(None, [reasons, f"submitted on other days than --day: {other_days}"]))
+    raise InputError(job_input.uri, f"all {rows_in} record(s) skipped ({reasons}): nothing to store")
+
+
+def record_input_outcome(
+    lake: Lake,
+    job_input: JobInput,
+    parse_rejects: pd.DataFrame,
+    outcome: TableOutcome,
+    first_day: date | None,
+    rows_in: int,
+    max_quarantine_share: float | None,
+) -> tuple[pd.DataFrame, str | None]:
+    """Write the input's quarantine and validation report, then fail it if too much is bad.
+
+    The report's URL is added to ``outcome.report`` so the partitions can point at it.
+    """
+    import pandas as pd
+
+    quarantined = pd.concat(
+        [
+            quarantine_frame(job_input, parse_rejects, "parse"),
+            quarantine_frame(job_input, outcome.rejected, "validate"),
+        ],
+        ignore_index=True,
+    ).sort_values("source_line", kind="stable")
+    url = write_quarantine(lake, job_input, quarantined, first_day)
+    report = {**outcome.report, "input": job_input.uri, "rows_in": rows_in, "quarantined": len(quarantined)}
+    outcome.report["url"] = lake.write_json(
+        input_artifact_key("validation", job_input, first_day, ".json"), report
+    )
+    check_quarantine_share(job_input, rows_in, quarantined, max_quarantine_share)
+    return quarantined, url
+
+
+# --- the DAG's one ingest task per input, with its two retry points in the lake --------------
+
+
+def staging_prefix(run_id: str, job_input: JobInput) -> str:
+    return f"{lake_keys.staging('ingest_jobs', run_id)}/{job_input.key}"
+
+
+def raw_key(job_input: JobInput) -> str:
+    suffix = "".join(Path(job_input.uri.split("?")[0]).suffixes[-2:])
+    suffix = suffix or job_format(job_input.format, job_input.uri).raw_suffix
+    return lake_keys.raw_jobs(job_input.cluster, job_input.day, job_input.key + suffix)
+
+
+def extract_job_input(lake: Lake, job_input: JobInput, command: Sequence[str] | None = None) -> str:
+    """Copy the day's input (or run the format's live command) into the lake's raw area; returns its key."""
+    key = raw_key(job_input)
+    if command:
+        lake.write_bytes(
+            key, job_format(job_input.format, job_input.uri).load().live_export(job_input, command)
+        )
+        return key
+    import fsspec
+
+    from acme.jobs.base import refuse_above_limit
+
+    try:
+        fs, path = fsspec.core.url_to_fs(job_input.uri)
+        size = fs.size(path)  # None when the server does not say (HTTP without a length)
+        if size is not None:
+            refuse_above_limit(size, job_input.uri)  # the copy below holds the input whole
+        with fs.open(path, "rb") as handle:
+            data = handle.read()
+    except FileNotFoundError:
+        raise InputNotFoundError(
+            job_input.uri, f"no input for {job_input.cluster} on {job_input.day}"
+        ) from None
+    except OSError as exc:
+        raise InputError(job_input.uri, f"cannot read: {exc}") from exc
+    lake.write_bytes(key, data)
+    return key
+
+
+def parse_staged(lake: Lake, job_input: JobInput, raw: str, staging: str) -> dict[str, Any]:
+    """Parse the raw copy into the one staged copy (``parsed.parquet``, written from a local
+    Parquet file the rows stream into) and the parse rejects; returns the parse's accounting."""
+    import os
+    import tempfile
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    with tempfile.TemporaryDirectory(prefix="acme-parse-") as folder, lake.local_file(raw) as local_path:
+        local = os.path.join(folder, "parsed.parquet")
+        with pq.ParquetWriter(local, job_arrow_schema(), compression="zstd", write_statistics=True) as writer:
+            parsed = parse_to_table(job_input, local_path, sink=writer)
+        lake.upload_file(local, f"{staging}/parsed.parquet")
+    lake.write_parquet(
+        f"{staging}/parse_rejects.parquet", pa.Table.from_pandas(parsed.rejects, preserve_index=False)
+    )
+    return parsed.summary()
+
+
+def publish_parsed(
+    lake: Lake,
+    job_input: JobInput,
+    staging: str,
+    summary: dict[str, Any],
+    max_quarantine_share: float | None = None,
+) -> dict[str, Any]:
+    """Validate the staged rows, write the input's quarantine and report, publish, drop the staging."""
+    table = lake.read_parquet(f"{staging}/parsed.parquet")
+    rejects = lake.read_parquet(f"{staging}/parse_rejects.parquet").to_pandas().astype(REJECT_COLUMNS)
+    first_day = date.fromisoformat(summary["first_day"]) if summary.get("first_day") else None
+    parsed = Parsed(
+        None, rejects, summary["layout"], summary["rows_in"], summary["parsed"],
+        summary["skipped_other_days"], dict(summary.get("skipped") or {}), first_day, list(summary.get("notes") or []),
+    )  # fmt: skip
+    done = validate_and_publish(lake, job_input, table, parsed, max_quarantine_share)
+    # The marker goes first: a retry never trusts a half-dropped staging area (it parses the raw copy again).
+    lake.delete_prefix(f"{staging}/parsed.json")
+    lake.delete_prefix(staging)
+    return done
+
+
+def ingest_planned(
+    lake: Lake, planned: dict[str, Any], run_id: str, max_quarantine_share: float | None = None
+) -> dict[str, Any]:
+    """The DAG's ingest task for one planned input: extract → parse → validate → publish.
+
+    Retry points: ``raw.json`` (after the raw copy) and ``parsed.json`` (after the staged rows
+    and rejects), each written after the data it stands for; a retry resumes after the last one
+    present. Validation and publishing are redone whole by a retry (they replace what they
+    wrote), and the staging area is dropped last. A missing input raises
+    :class:`~acme.errors.InputNotFoundError`, which Airflow retries (the data may not have
+    arrived yet); bad input raises an :class:`~acme.errors.InputError`, final.
+    """
+    job_input = JobInput.from_dict(planned["input"])
+    staging = staging_prefix(run_id, job_input)
+    summary = lake.read_json(f"{staging}/parsed.json")
+    if summary is None:
+        raw = (lake.read_json(f"{staging}/raw.json") or {}).get("raw")
+        if raw is None:
+            raw = extract_job_input(lake, job_input, planned.get("command"))
+            lake.write_json(f"{staging}/raw.json", {"raw": raw})
+        summary = parse_staged(lake, job_input, raw, staging)
+        lake.write_json(f"{staging}/parsed.json", summary)
+    done = publish_parsed(lake, job_input, staging, summary, max_quarantine_share)
+    return {"cluster": job_input.cluster, "day": job_input.day.isoformat() if job_input.day else None, **done}
+
+
+def _jobs_table(jobs: pd.DataFrame) -> pa.Table:
+    import pyarrow as pa
+
+    return pa.Table.from_pandas(jobs[list(JOB_COLUMNS)], schema=job_arrow_schema(), preserve_index=False)
