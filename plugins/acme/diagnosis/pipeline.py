@@ -186,8 +186,8 @@ def read_log_lines(files: list[tuple[Any, str]]) -> Iterator[str]:
     length (the compressor keeps at most 2,000 characters of a line anyway).
     """
     from acme.diagnosis.compress import LOG_READ_ERRORS, read_problem
-    from acme.lake import Lake
     from acme.jobs.base import iter_raw_lines
+    from acme.lake import Lake
 
     for fs, path in files:
         with fs.open(path) if isinstance(fs, Lake) else fs.open(path, "rb") as raw:
