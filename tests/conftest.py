@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import subprocess
 import sys
@@ -22,6 +23,18 @@ os.environ["AIRFLOW__CORE__PARALLELISM"] = "2"
 os.environ["GX_ANALYTICS_ENABLED"] = "false"
 # Tests must never write into the demo lake.
 os.environ["ACME_LAKE_URI"] = str(Path(os.environ["AIRFLOW_HOME"]) / "lake-must-be-overridden")
+
+
+@pytest.fixture(autouse=True)
+def _no_root_log_handler_on_a_closed_stream() -> None:
+    """Airflow's logging set-up, run the first time a test touches Airflow, adds a root StreamHandler
+    bound to the stream pytest was capturing then. Once that stream is closed, every later record at
+    INFO (great-expectations logs its set-up at INFO) prints "--- Logging error ---" into whatever
+    test runs next, and tests that read a command's stderr see it. Drop such handlers first."""
+    root = logging.getLogger()
+    for handler in list(root.handlers):
+        if type(handler) is logging.StreamHandler and getattr(handler.stream, "closed", False):
+            root.removeHandler(handler)
 
 
 @pytest.fixture(scope="session")
