@@ -8,8 +8,8 @@ nodes — or stops with **"needs a person: …"** and the reason.
 
 `open_recovery` (the job and its nodes exist on the cluster; one recovery per job at a time) →
 `check_round1` (one mapped task per 2-node world, a 3-node world for an odd count: an all-gather +
-matmul check) → `plan_round2` (each node of a failed world beside a node that passed) →
-`check_round2` → `decide_and_restart`: **decide** (faulty = failed both rounds; stragglers; undecided
+matmul check) → `check_round2` (each node of a failed world beside a node that passed; one slot per
+round-1 world, those round 2 does not need are skipped) → `decide_and_restart`: **decide** (faulty = failed both rounds; stragglers; undecided
 with reasons) → **take out** the faulty nodes (blast-radius limit, then cordon + taint on Kubernetes or
 `scontrol … State=DRAIN` on Slurm) → **choose the checkpoint** (the newest complete one before any loss
 spike, with the batches to skip) → **restart** (drained nodes excluded; detection-to-restart time) →
@@ -24,10 +24,12 @@ Every step, with its times, inputs and result, is in the lake at
 diagnosis starts alike) records every step, down to the restart it would make, and touches no cluster.
 Re-running the same run never cordons or restarts twice.
 
-**Checkpoints**: the `checkpoint_uri` Param (the diagnosis passes the job record's), else
-`ACME_CHECKPOINT_URI_PATTERN` (default `{lake}/checkpoints/cluster={cluster}/job={job_id}`). When no
-healthy checkpoint is there, the run stops for a person and the action log names the location and the
-setting it came from (a dry run records that and still writes its restart plan).
+**Checkpoints**: the `checkpoint_uri` Param (the diagnosis passes the job record's), else the
+cluster's `checkpoint_uri_pattern` in `include/config/clusters.yaml`, else `ACME_CHECKPOINT_URI_PATTERN`
+(default `{lake}/checkpoints/cluster={cluster}/job={job_id}`). When no healthy checkpoint is there, the
+run stops for a person and the action log names the location and the setting it came from (a dry run
+records that and still writes its restart plan); a request that cannot be made at all (a bad Param,
+an unreadable cluster configuration) is still recorded there as a failed `request` step.
 """
 
 from __future__ import annotations
@@ -54,8 +56,9 @@ PARAMS = {
     ),
     "checkpoint_uri": Param(
         "", type="string", title="Checkpoint location",
-        description="Folder or s3:// prefix holding the job's step_<N>/ checkpoints; empty = "
-        "ACME_CHECKPOINT_URI_PATTERN (default {lake}/checkpoints/cluster={cluster}/job={job_id}).",
+        description="Folder or s3:// prefix holding the job's step_<N>/ checkpoints; empty = the cluster's "
+        "checkpoint_uri_pattern in clusters.yaml, else ACME_CHECKPOINT_URI_PATTERN "
+        "(default {lake}/checkpoints/cluster={cluster}/job={job_id}).",
     ),
     "metrics_file": Param(
         None, type=["null", "string"], title="Training metrics",
@@ -104,49 +107,35 @@ def recover_training():
         context = get_current_context()
         with recovery_failures():
             lake = task_lake()
-            request = request_from_context(context, lake.uri)
+            request = request_from_context(context, lake)
             backend = task_backend(request.cluster, lake, request.job_id, request.nodes)
             opened = open_steps(lake, request, backend, recovery_settings())
         context["ti"].xcom_push(key="opened", value=opened)
         return opened["round1"]
 
-    def run_check(opened: dict, world: list[str], round_number: int) -> dict:
-        from acme.recovery.recover import RecoveryRequest, check_world, earlier_check, record_world
-        from acme.recovery.settings import recovery_settings
-        from acme_airflow.lake import task_lake
-        from acme_airflow.recovery import recovery_failures, task_backend
-
-        request = RecoveryRequest.from_dict(opened["request"])
-        settings = recovery_settings()
-        lake = task_lake()
-        with recovery_failures():
-            if settings.backend != "kubernetes" or request.dry_run:
-                backend = task_backend(request.cluster, lake, request.job_id, request.nodes)
-                return check_world(lake, request, backend, world, round_number)
-            earlier = earlier_check(lake, request, world, round_number)
-            if earlier is not None:
-                return earlier
-            from acme_airflow.check_pods import run_world_as_pods
-
-            labels = {"acme.io/job": request.job_id, "acme.io/recovery": request.check_id}
-            result, pods = run_world_as_pods(
-                world, round_number, request.check_id, settings, get_current_context(), labels
-            )
-            return record_world(lake, request, result, round_number, {"backend": "kubernetes", "pods": pods})
-
     @task(map_index_template="{{ world | join(',') }}")
     def check_round1(opened: dict, world: list[str]) -> dict:
-        return run_check(opened, world, 1)
+        from acme_airflow.recovery import check_in_task
 
-    @task
-    def plan_round2(opened: dict, round1: list[dict]) -> list[list[str]]:
-        from acme.recovery.recover import RecoveryRequest, plan_second_round
+        return check_in_task(opened, world, 1)
 
-        return plan_second_round(RecoveryRequest.from_dict(opened["request"]), list(round1))
+    # Round 2 starts when round 1 ends, with no planning task between them: one slot per round-1 world
+    # (round 2 never needs more), each plans round 2 from round 1's results (cheap and deterministic) and
+    # checks the world of its slot (its map index), or is skipped.
+    @task(map_index_template="{{ round2_world }}")
+    def check_round2(opened: dict, round1: list[dict], round1_world: list[str]) -> dict:
+        from airflow.sdk.exceptions import AirflowSkipException
 
-    @task(map_index_template="{{ world | join(',') }}")
-    def check_round2(opened: dict, world: list[str]) -> dict:
-        return run_check(opened, world, 2)
+        from acme.recovery.recover import RecoveryRequest, round2_world
+        from acme_airflow.recovery import check_in_task
+
+        context = get_current_context()
+        slot = context["ti"].map_index
+        world = round2_world(RecoveryRequest.from_dict(opened["request"]), list(round1), slot)
+        context["round2_world"] = ",".join(world or ["not needed"])  # type: ignore[typeddict-unknown-key]
+        if world is None:
+            raise AirflowSkipException(f"round 2 has fewer worlds than {slot + 1}")
+        return check_in_task(opened, world, 2)
 
     # One task from the verdict to the restart: each step is still its own record in the action log,
     # but the scheduler hands over once instead of four times (seconds on the way from crash to restart).
@@ -172,7 +161,8 @@ def recover_training():
             settings = recovery_settings()
             lake = task_lake()
             backend = task_backend(request.cluster, lake, request.job_id, request.nodes)
-            verdict = decide_faults(lake, request, list(round1), list(round2 or []))
+            # Unused round-2 slots were skipped: they have no result.
+            verdict = decide_faults(lake, request, list(round1), [r for r in round2 or [] if r])
             limit = BlastRadiusLimit(settings.max_nodes, settings.max_share)
             taken_out = take_out_faulty(lake, request, backend, verdict, opened["job"]["nodes"], limit)
             checkpoint = choose_restart_checkpoint(lake, request)
@@ -193,7 +183,7 @@ def recover_training():
     worlds = open_recovery()
     opened = worlds["opened"]
     round1 = check_round1.partial(opened=opened).expand(world=worlds)
-    round2 = check_round2.partial(opened=opened).expand(world=plan_round2(opened, round1))
+    round2 = check_round2.partial(opened=opened, round1=round1).expand(round1_world=worlds)
     restarted = decide_and_restart(opened, round1, round2)
     # A teardown: the marker is released whatever happened, and the run keeps the outcome of the restart.
     restarted >> release(opened).as_teardown()

@@ -53,6 +53,32 @@ class Cluster:
     name: str
     jobs: JobSource
     metrics: MetricSource | None = None  # None: this cluster's telemetry is not ingested
+    # Where this cluster's training jobs keep their checkpoints, with {lake}, {cluster}, {job_id}; None:
+    # ACME_CHECKPOINT_URI_PATTERN (acme.recovery.checkpoint_location).
+    checkpoint_uri_pattern: str | None = None
+
+
+CHECKPOINT_PLACEHOLDERS = ("lake", "cluster", "job_id")
+
+
+def checked_checkpoint_pattern(pattern: object, where: str) -> str:
+    """``pattern`` when it is a non-empty string whose placeholders are ``{lake}``, ``{cluster}`` and
+    ``{job_id}`` only; else a ConfigError that starts with ``where``."""
+    import string
+
+    if not isinstance(pattern, str) or not pattern.strip():
+        raise ConfigError(f"{where}: must be a non-empty location pattern, got {pattern!r}")
+    try:
+        names = [name for _, name, _, _ in string.Formatter().parse(pattern) if name is not None]
+    except ValueError as exc:
+        raise ConfigError(f"{where}: {pattern!r} is not a pattern: {exc}") from None
+    unknown = [name for name in names if name not in CHECKPOINT_PLACEHOLDERS]
+    if unknown:
+        raise ConfigError(
+            f"{where}: unknown placeholder {{{unknown[0]}}} in {pattern!r} "
+            f"(use {', '.join('{' + n + '}' for n in CHECKPOINT_PLACEHOLDERS)})"
+        )
+    return pattern.strip()
 
 
 def selected_clusters(
@@ -94,7 +120,11 @@ def _load(path: str) -> tuple[tuple[str, Cluster], ...]:
         if not isinstance(jobs, dict):
             raise ConfigError(f"{where}: 'jobs' settings are missing")
         metrics = (settings or {}).get("metrics")
-        loaded.append((name, Cluster(name, _job_source(jobs, where), _metric_source(metrics, where))))
+        pattern = (settings or {}).get("checkpoint_uri_pattern")
+        if pattern is not None:
+            pattern = checked_checkpoint_pattern(pattern, f"{where}: checkpoint_uri_pattern")
+        cluster = Cluster(name, _job_source(jobs, where), _metric_source(metrics, where), pattern)
+        loaded.append((name, cluster))
     return tuple(loaded)
 
 

@@ -81,9 +81,11 @@ class RecoveryRequest:
         run_id: str,
         started: datetime,
         default_checkpoint: str | None = None,
+        default_from: str = "ACME_CHECKPOINT_URI_PATTERN",
     ) -> RecoveryRequest:
         """Checked request from run Params; ``detected_at`` defaults to ``started`` (the run's start) and an
-        empty ``checkpoint_uri`` to ``default_checkpoint`` (from ``ACME_CHECKPOINT_URI_PATTERN``)."""
+        empty ``checkpoint_uri`` to ``default_checkpoint`` (found by ``default_from``, the setting named
+        when no healthy checkpoint is there)."""
         nodes = params.get("nodes")
         if isinstance(nodes, str):
             nodes = [part.strip() for part in nodes.replace("\n", ",").split(",") if part.strip()]
@@ -98,7 +100,7 @@ class RecoveryRequest:
         if (
             checkpoint is None or (isinstance(checkpoint, str) and not checkpoint.strip())
         ) and default_checkpoint:
-            checkpoint, checkpoint_from = default_checkpoint, "ACME_CHECKPOINT_URI_PATTERN"
+            checkpoint, checkpoint_from = default_checkpoint, default_from
         if not isinstance(checkpoint, str) or not checkpoint.strip():
             raise InputError("checkpoint_uri", "missing: where the job's checkpoints are (folder or s3://…)")
         detected = params.get("detected_at") or started.astimezone(UTC).isoformat()
@@ -139,6 +141,46 @@ class RecoveryRequest:
 
 def action_log(lake: Lake, request: RecoveryRequest) -> ActionLog:
     return ActionLog(lake, request.cluster, request.job_id, request.recovery_id)
+
+
+def request_from_run(
+    lake: Lake, params: Mapping[str, Any], run_id: str, started: datetime
+) -> RecoveryRequest:
+    """The checked request of a run: its Params (or the diagnosis' conf), keyed on ``recovery_id`` (default
+    the run id); an empty ``checkpoint_uri`` is found by ``acme.recovery.checkpoint_location`` (the
+    cluster's configuration, then ``ACME_CHECKPOINT_URI_PATTERN``; ``{lake}`` is this lake).
+
+    A request that cannot be made (a bad Param, an unreadable cluster configuration or pattern) is
+    still recorded, as a failed ``request`` step of the action log, when the cluster, job id and
+    recovery id can name one; then the error is raised.
+    """
+    from acme.errors import ConfigError
+    from acme.recovery.actions import SAFE_NAME, recovery_id_from_run
+    from acme.recovery.checkpoint_location import checkpoint_location
+
+    recovery_id = params.get("recovery_id") or recovery_id_from_run(run_id)
+    cluster, job_id = params.get("cluster"), str(params.get("job_id") or "")
+    try:
+        location = None
+        if not (params.get("checkpoint_uri") or "").strip():
+            location = checkpoint_location(
+                checked_name(cluster, "cluster"), checked_name(job_id, "job_id"), lake.uri
+            )
+        return RecoveryRequest.from_params(
+            params, recovery_id, run_id, started,
+            default_checkpoint=location.uri if location else None,
+            default_from=location.source if location else "ACME_CHECKPOINT_URI_PATTERN",
+        )  # fmt: skip
+    except (InputError, ConfigError) as exc:
+        names = (cluster, job_id, recovery_id)
+        if all(isinstance(n, str) and SAFE_NAME.match(n) and ".." not in n for n in names):
+            now = utc_now()
+            ActionLog(lake, str(cluster), job_id, str(recovery_id)).append(
+                {"step": "request", "idempotency_key": None, "dry_run": bool(params.get("dry_run")),
+                 "inputs": {"params": dict(params), "run_id": run_id}, "started_at": now, "ended_at": now,
+                 "seconds": 0.0, "status": "failed", "error": f"{type(exc).__name__}: {exc}", "result": {}}
+            )  # fmt: skip
+        raise
 
 
 # --- the steps ----------------------------------------------------------------------------------
@@ -251,6 +293,18 @@ def plan_second_round(request: RecoveryRequest, round1: Sequence[Mapping[str, An
     if request.dry_run or any(r.get("planned") for r in round1):
         return []
     return plan_round2([world_from_dict(r) for r in round1])
+
+
+def round2_world(
+    request: RecoveryRequest, round1: Sequence[Mapping[str, Any]], slot: int
+) -> list[str] | None:
+    """The round-2 world of ``slot``, or None when round 2 has fewer worlds (a dry run has none). The DAG
+    runs one slot per round-1 world as soon as round 1 ends (no planning task between them): round 2 never
+    needs more, since its worlds are disjoint sets of two or three of round 1's nodes (``plan_round2``)."""
+    plan = plan_second_round(request, round1)
+    if len(plan) > len(round1):  # never by plan_round2's construction; a lost world would go unchecked
+        raise AcmeError(f"round 2 planned {len(plan)} worlds for {len(round1)} slots: {plan}")
+    return plan[slot] if slot < len(plan) else None
 
 
 def decide_faults(

@@ -112,16 +112,14 @@ def dry_run_default() -> bool:
 
 
 def checkpoint_uri_pattern() -> str:
-    """Where a job's checkpoints are when its run gives no ``checkpoint_uri`` and its job record none
+    """Where a job's checkpoints are when its run gives no ``checkpoint_uri``, its job record none and its
+    cluster's entry in ``include/config/clusters.yaml`` no ``checkpoint_uri_pattern``
     (``ACME_CHECKPOINT_URI_PATTERN``, default ``{lake}/checkpoints/cluster={cluster}/job={job_id}``;
     e.g. ``s3://ckpt/{cluster}/{job_id}``). Placeholders: ``{lake}``, ``{cluster}``, ``{job_id}``."""
-    import string
+    from acme.clusters import checked_checkpoint_pattern
 
     pattern = _env("ACME_CHECKPOINT_URI_PATTERN", DEFAULT_CHECKPOINT_URI_PATTERN)
-    for _, name, _, _ in string.Formatter().parse(pattern):
-        if name is not None and name not in ("lake", "cluster", "job_id"):
-            raise ConfigError(f"ACME_CHECKPOINT_URI_PATTERN has an unknown placeholder {{{name}}}")
-    return pattern
+    return checked_checkpoint_pattern(pattern, "ACME_CHECKPOINT_URI_PATTERN")
 
 
 def checkpoint_uri_for(cluster: str, job_id: str, lake_uri: str) -> str:
