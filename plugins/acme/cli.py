@@ -26,51 +26,15 @@ def _day(text: str) -> date:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m acme", description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-
-    ingest = commands.add_parser("ingest-jobs", help="parse, validate and publish one job-trace input")
-    ingest.add_argument("--format", required=True, choices=["acmetrace", "sacct", "k8s"])
-    ingest.add_argument("--cluster", required=True)
-    where = ingest.add_mutually_exclusive_group(required=True)
-    where.add_argument("--input", help="local path or URL (s3://…) of the input")
-    where.add_argument(
-        "--command",
-        help="live sacct: the command to run for --day, e.g. 'ssh login1 sacct' (clusters.yaml jobs.command)",
-    )
-    ingest.add_argument("--lake", required=True, help="lake root: a folder or s3://bucket/prefix")
-    ingest.add_argument("--day", type=_day, help="only jobs submitted on this UTC day (AcmeTrace)")
-    ingest.add_argument("--fields", help="comma-separated sacct fields of a header-less input")
-    ingest.add_argument(
-        "--timezone",
-        default="UTC",
-        help="IANA zone of sacct's local times, e.g. Europe/Amsterdam (default UTC)",
-    )
-    ingest.add_argument(
-        "--delimiter",
-        default="|",
-        type=_delimiter,
-        help="sacct --delimiter of the export: any string; \\t for a tab (default |)",
-    )
-    ingest.add_argument(
-        "--max-quarantine-share", type=float, help="fail above this share of bad rows (default 0.01)"
-    )
-    ingest.set_defaults(handler=_ingest_jobs)
+    _add_ingest_jobs(commands)
 
     summary = commands.add_parser("lake-summary", help="what the lake holds: jobs per partition, quarantine")
     summary.add_argument("--lake", help="lake root (default: ACME_LAKE_URI or ./lake)")
     summary.add_argument("--json", action="store_true", help="print JSON instead of a table")
     summary.set_defaults(handler=_lake_summary)
 
-    synth = commands.add_parser("synth-trace", help="write a synthetic AcmeTrace CSV calibrated to the paper")
-    synth.add_argument("--cluster", required=True, choices=["seren", "kalos"])
-    synth.add_argument("--start", required=True, type=_day)
-    synth.add_argument("--days", required=True, type=int)
-    synth.add_argument("--scale", type=float, default=1.0, help="multiplier of the real daily job count")
-    synth.add_argument("--seed", type=int, default=0)
-    synth.add_argument(
-        "--per-day", action="store_true", help="-o is a folder: one YYYY-MM-DD.csv per UTC day"
-    )
-    synth.add_argument("-o", "--output", required=True)
-    synth.set_defaults(handler=_synth_trace)
+    _add_synth_trace(commands)
+
     metrics = commands.add_parser(
         "ingest-metrics", help="parse, validate, store and roll up one day of telemetry"
     )
@@ -100,6 +64,62 @@ def build_parser() -> argparse.ArgumentParser:
     )
     metrics.set_defaults(handler=_ingest_metrics)
 
+    _add_synth_metrics(commands)
+    _add_compress(commands)
+    _add_diagnose(commands)
+    _add_locate_faults(commands)
+    _add_plan_eval(commands)
+    _add_report(commands)
+    _add_detect_hangs(commands)
+    _add_synth_campaigns(commands)
+    return parser
+
+
+def _add_ingest_jobs(commands: argparse._SubParsersAction) -> None:
+    ingest = commands.add_parser("ingest-jobs", help="parse, validate and publish one job-trace input")
+    ingest.add_argument("--format", required=True, choices=["acmetrace", "sacct", "k8s"])
+    ingest.add_argument("--cluster", required=True)
+    where = ingest.add_mutually_exclusive_group(required=True)
+    where.add_argument("--input", help="local path or URL (s3://…) of the input")
+    where.add_argument(
+        "--command",
+        help="live sacct: the command to run for --day, e.g. 'ssh login1 sacct' (clusters.yaml jobs.command)",
+    )
+    ingest.add_argument("--lake", required=True, help="lake root: a folder or s3://bucket/prefix")
+    ingest.add_argument("--day", type=_day, help="only jobs submitted on this UTC day (AcmeTrace)")
+    ingest.add_argument("--fields", help="comma-separated sacct fields of a header-less input")
+    ingest.add_argument(
+        "--timezone",
+        default="UTC",
+        help="IANA zone of sacct's local times, e.g. Europe/Amsterdam (default UTC)",
+    )
+    ingest.add_argument(
+        "--delimiter",
+        default="|",
+        type=_delimiter,
+        help="sacct --delimiter of the export: any string; \\t for a tab (default |)",
+    )
+    ingest.add_argument(
+        "--max-quarantine-share", type=float, help="fail above this share of bad rows (default 0.01)"
+    )
+    ingest.set_defaults(handler=_ingest_jobs)
+
+
+def _add_synth_trace(commands: argparse._SubParsersAction) -> None:
+    synth = commands.add_parser("synth-trace", help="write a synthetic AcmeTrace CSV calibrated to the paper")
+    synth.add_argument("--cluster", required=True, choices=["seren", "kalos"])
+    synth.add_argument("--start", required=True, type=_day)
+    synth.add_argument("--days", required=True, type=int)
+    synth.add_argument("--scale", type=float, default=1.0, help="multiplier of the real daily job count")
+    synth.add_argument("--seed", type=int, default=0)
+    synth.add_argument(
+        "--per-day", action="store_true", help="-o is a folder: one YYYY-MM-DD.csv per UTC day"
+    )
+    synth.add_argument("-o", "--output", required=True)
+    synth.set_defaults(handler=_synth_trace)
+
+
+def _add_synth_metrics(commands: argparse._SubParsersAction) -> None:
     synth_metrics = commands.add_parser("synth-metrics", help="write synthetic DCGM/node/IPMI telemetry")
     synth_metrics.add_argument("--cluster", required=True, choices=["seren", "kalos"])
     synth_metrics.add_argument("--nodes", required=True, type=int)
@@ -113,6 +133,8 @@ def build_parser() -> argparse.ArgumentParser:
     synth_metrics.add_argument("-o", "--output", required=True)
     synth_metrics.set_defaults(handler=_synth_metrics)
 
+
+def _add_compress(commands: argparse._SubParsersAction) -> None:
     compress = commands.add_parser(
         "compress", help="compress a training log: drop routine lines, keep errors"
     )
@@ -120,6 +142,8 @@ def build_parser() -> argparse.ArgumentParser:
     compress.add_argument("-o", "--output", required=True)
     compress.set_defaults(handler=_compress)
 
+
+def _add_diagnose(commands: argparse._SubParsersAction) -> None:
     diagnose = commands.add_parser(
         "diagnose", help="root cause of a failed job from its log (rules, then past cases with --lake)"
     )
@@ -130,6 +154,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     diagnose.set_defaults(handler=_diagnose)
 
+
+def _add_locate_faults(commands: argparse._SubParsersAction) -> None:
     locate = commands.add_parser(
         "locate-faults", help="two-round all-gather fault localization on a simulated cluster"
     )
@@ -139,6 +165,8 @@ def build_parser() -> argparse.ArgumentParser:
     locate.add_argument("--seed", type=int, default=0)
     locate.set_defaults(handler=_locate_faults)
 
+
+def _add_plan_eval(commands: argparse._SubParsersAction) -> None:
     plan = commands.add_parser(
         "plan-eval", help="plan an evaluation suite's trials; simulate against baselines"
     )
@@ -159,6 +187,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     plan.set_defaults(handler=_plan_eval)
 
+
+def _add_report(commands: argparse._SubParsersAction) -> None:
     report = commands.add_parser(
         "report", help="characterization report (the paper's figures and tables) of a cluster and period"
     )
@@ -173,6 +203,8 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("-o", "--output", help="local folder for the report (default: reports/ in the lake)")
     report.set_defaults(handler=_report)
 
+
+def _add_detect_hangs(commands: argparse._SubParsersAction) -> None:
     detect = commands.add_parser(
         "detect-hangs", help="hung and fail-slow running GPU jobs from recent telemetry (JSON of suspects)"
     )
@@ -184,6 +216,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     detect.set_defaults(handler=_detect_hangs)
 
+
+def _add_synth_campaigns(commands: argparse._SubParsersAction) -> None:
     campaigns = commands.add_parser(
         "synth-campaigns",
         help="publish the synthesized 104B/123B pretraining campaigns (ETTR demo) into a lake",
@@ -192,7 +226,6 @@ def build_parser() -> argparse.ArgumentParser:
     campaigns.add_argument("--cluster", default="seren")
     campaigns.add_argument("--seed", type=int, default=0)
     campaigns.set_defaults(handler=_synth_campaigns)
-    return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:

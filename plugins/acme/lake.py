@@ -1,13 +1,7 @@
 """The lake: a local folder by default, an S3 prefix when configured, through the same code.
 
-Layout (Hive-style partitions, so DuckDB and pyarrow read them as datasets)::
-
-    jobs/cluster=<c>/date=<YYYY-MM-DD>/jobs.parquet          canonical jobs submitted that UTC day
-    jobs/cluster=<c>/date=<YYYY-MM-DD>/_validation.json      which inputs wrote it, with their results
-    validation/jobs/cluster=<c>/date=<d>/<input_key>.json    an input's full validation results
-    quarantine/jobs/cluster=<c>/date=<d>/<input_key>.parquet rejected rows of one input, with reasons
-    raw/jobs/cluster=<c>/date=<d>/<input_key><ext>           the extracted source, as received
-    staging/<run>/...                                         hand-over between the tasks of one run
+Where each kind of object lives is :mod:`acme.lake_keys`; callers read, write, list and remove
+through :class:`Lake`, never through its filesystem.
 
 Every object is published whole: locally written to a hidden temporary name and renamed over the
 target (``os.replace`` is atomic on POSIX; the next write of the object removes the temporary file
@@ -18,6 +12,7 @@ Read-modify-write of a partition happens under a lock: ``flock`` locally, a cond
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 import io
 import json
@@ -27,7 +22,8 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from acme.errors import AcmeError, ConfigError
 
@@ -43,6 +39,14 @@ class LakeLockTimeout(AcmeError):
 
 class LakeStorageError(AcmeError):
     """The object store failed on an object after the client's retries (the message names it)."""
+
+
+@dataclass(frozen=True)
+class LakeObject:
+    """One stored object: its key and size in bytes."""
+
+    key: str
+    size: int
 
 
 class Lake:
@@ -104,14 +108,58 @@ class Lake:
         # fail (FileExpired: the ETag changed), and every lake object is replaced whole anyway.
         return pq.read_table(io.BytesIO(self.read_bytes(key)))
 
+    def open(self, key: str) -> BinaryIO:
+        """A binary stream of the object (for readers that need not hold it whole); close it after use."""
+        with self._naming(key, "open"):
+            return self.fs.open(self.path(key), "rb")
+
+    def num_rows(self, key: str) -> int:
+        """Rows of a Parquet object, from its footer only."""
+        import pyarrow.parquet as pq
+
+        with self.open(key) as handle:
+            return pq.ParquetFile(handle).metadata.num_rows
+
     def list(self, prefix: str) -> list[str]:
         """Keys of all objects under ``prefix``, sorted."""
+        return [item.key for item in self.find(prefix)]
+
+    def find(self, prefix: str) -> builtins.list[LakeObject]:
+        """Every object under ``prefix`` with its size, sorted by key, from one listing of the store."""
         base = self.path(prefix)
         if not self.fs.exists(base):
             return []
         root = self.root.rstrip("/") + "/"
-        keys = [p[len(root) :] if p.startswith(root) else p for p in self.fs.find(base)]
-        return sorted(k for k in keys if ".tmp-" not in k)
+        found = []
+        for path, info in self.fs.find(base, detail=True).items():
+            key = path[len(root) :] if path.startswith(root) else path
+            if ".tmp-" not in key:
+                found.append(LakeObject(key, int(info.get("size") or 0)))
+        return sorted(found, key=lambda item: item.key)
+
+    def owns(self, url: str) -> bool:
+        """Whether ``url`` (a location as :meth:`url` gives it) lies in this lake."""
+        return url.startswith(self.uri + "/")
+
+    def key_of(self, url: str) -> str:
+        """The key of a URL inside this lake (see :meth:`owns`)."""
+        if not self.owns(url):
+            raise ValueError(f"{url} is not in the lake {self.uri}")
+        return url[len(self.uri) + 1 :]
+
+    def duckdb_location(self, key: str) -> str:
+        """What DuckDB opens for a key: a local path, or a URL of the filesystem :meth:`attach_to_duckdb`
+        registers."""
+        if self.is_local:
+            return self.path(key)
+        protocol = self.fs.protocol
+        protocol = protocol[0] if isinstance(protocol, tuple | list) else protocol
+        return f"{protocol}://{self.path(key)}"
+
+    def attach_to_duckdb(self, con: Any) -> None:
+        """Let a DuckDB connection read this lake's objects (their :meth:`duckdb_location`)."""
+        if not self.is_local:
+            con.register_filesystem(self.fs)
 
     # --- writing (every write publishes a whole object) -------------------------------
     def write_bytes(self, key: str, data: bytes) -> str:
@@ -151,9 +199,19 @@ class Lake:
             return self.write_bytes(key, handle.read())
 
     def delete_prefix(self, prefix: str) -> None:
+        """Remove every object under ``prefix`` (nothing when there is none)."""
         base = self.path(prefix)
         if self.fs.exists(base):
             self.fs.rm(base, recursive=True)
+
+    def remove(self, key: str) -> bool:
+        """Remove one object; False when it was not there (a retried removal is not an error)."""
+        with self._naming(key, "remove"):
+            try:
+                self.fs.rm(self.path(key))
+            except FileNotFoundError:
+                return False
+        return True
 
     @contextlib.contextmanager
     def local_file(self, key: str) -> Iterator[str]:
@@ -344,9 +402,9 @@ def open_lake(uri: str | None = None, storage_options: dict[str, Any] | None = N
     Outside Airflow, S3 credentials come from the standard AWS environment variables;
     ``AWS_ENDPOINT_URL_S3`` / ``AWS_ENDPOINT_URL`` point at an S3-compatible server.
     """
-    from acme import config
+    from acme import settings
 
-    uri = uri or config.lake_uri()
+    uri = uri or settings.project().lake_uri
     if storage_options is None and uri.startswith("s3://"):
         endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
         storage_options = {"client_kwargs": {"endpoint_url": endpoint}} if endpoint else {}
@@ -355,28 +413,22 @@ def open_lake(uri: str | None = None, storage_options: dict[str, Any] | None = N
 
 def summarize_jobs(lake: Lake) -> dict[str, Any]:
     """What the lake holds: rows per job partition and per quarantine file, telemetry samples."""
-    import pyarrow.parquet as pq
-
-    def rows(key: str) -> int:
-        with lake.fs.open(lake.path(key), "rb") as handle:
-            return pq.ParquetFile(handle).metadata.num_rows
-
-    def partition_of(key: str) -> dict[str, str]:
-        return dict(part.split("=", 1) for part in key.split("/") if "=" in part)
+    from acme import lake_keys
+    from acme.lake_keys import partition_values
 
     partitions = [
-        {**partition_of(key), "rows": rows(key), "path": lake.url(key)}
-        for key in lake.list("jobs")
+        {**partition_values(key), "rows": lake.num_rows(key), "path": lake.url(key)}
+        for key in lake.list(lake_keys.JOBS)
         if key.endswith(".parquet")
     ]
     quarantine = [
-        {**partition_of(key), "rows": rows(key), "path": lake.url(key)}
-        for key in lake.list("quarantine/jobs")
+        {**partition_values(key), "rows": lake.num_rows(key), "path": lake.url(key)}
+        for key in lake.list(lake_keys.QUARANTINE_JOBS)
         if key.endswith(".parquet")
     ]
     metrics = [
-        {**partition_of(key), "rows": rows(key), "path": lake.url(key)}
-        for key in lake.list("metrics")
+        {**partition_values(key), "rows": lake.num_rows(key), "path": lake.url(key)}
+        for key in lake.list(lake_keys.METRICS)
         if key.endswith(".parquet")
     ]
     return {

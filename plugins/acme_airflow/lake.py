@@ -10,15 +10,16 @@ if TYPE_CHECKING:
 
 def task_lake() -> Lake:
     """Open ``ACME_LAKE_URI``; for ``s3://`` take key, secret and endpoint from ``ACME_AWS_CONN_ID``."""
-    from acme import config
+    from acme import settings
     from acme.lake import open_lake
 
-    uri = config.lake_uri()
+    project = settings.project()
+    uri = project.lake_uri
     if not uri.startswith("s3://"):
         return open_lake(uri)
     from airflow.providers.amazon.aws.hooks.s3 import S3Hook
 
-    hook = S3Hook(aws_conn_id=config.aws_conn_id())
+    hook = S3Hook(aws_conn_id=project.aws_conn_id)
     credentials = hook.get_credentials()
     client_kwargs = {}
     endpoint = hook.conn_config.endpoint_url

@@ -40,7 +40,7 @@ def test_every_dag_follows_the_policy(dagbag):
 
 
 @pytest.mark.parametrize("dag_file", DAG_FILES, ids=lambda p: p.name)
-def test_each_dag_file_parses_in_under_a_second_without_db_or_connections(dag_file, tmp_path):
+def test_each_dag_file_parses_in_under_a_cpu_second_without_db_or_connections(dag_file, tmp_path):
     """Parse in a fresh interpreter with the metadata DB and connections made unreachable; the time is
     the file's own (imports and DAG construction), measured after a trivial DAG has been parsed."""
     warm_up = tmp_path / "warm_up_dag.py"
@@ -60,9 +60,9 @@ sys.path[:0] = [{str(DAGS_FOLDER.parent / "plugins")!r}, {str(DAGS_FOLDER)!r}]
 import airflow.sdk  # the framework's own cost is not the DAG file's:
 from airflow.dag_processing.dagbag import DagBag
 DagBag(dag_folder={str(warm_up)!r})  # ... nor its first-parse set-up (settings, plugins, policies)
-start = time.perf_counter()
+start = time.process_time()  # CPU seconds: the parse's own cost, not the machine's load
 bag = DagBag(dag_folder={str(dag_file)!r})
-elapsed = time.perf_counter() - start
+elapsed = time.process_time() - start
 assert not bag.import_errors, bag.import_errors
 assert bag.dags, "no DAG in file"
 heavy = [m for m in ("pandas", "pyarrow", "great_expectations", "duckdb", "openai") if m in sys.modules]
@@ -75,7 +75,7 @@ print(f"{{elapsed:.3f}} {{','.join(heavy)}}")
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     elapsed, heavy = (done.stdout.strip().splitlines()[-1].split(" ") + [""])[:2]
-    assert float(elapsed) < 1.0, f"{dag_file.name} took {elapsed} s to parse"
+    assert float(elapsed) < 1.0, f"{dag_file.name} took {elapsed} CPU seconds to parse"
     assert heavy == "", f"{dag_file.name} imports heavy modules at parse time: {heavy}"
     assert time.perf_counter() - started < 60
 

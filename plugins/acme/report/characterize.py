@@ -409,8 +409,12 @@ def _power(report: Characterization, queries) -> None:
 
 
 def _failures(report: Characterization, queries) -> None:
-    import pandas as pd
+    _outcomes(report, queries)
+    _failure_categories(report, queries)
+    _temperature_failures(report, queries)
 
+
+def _outcomes(report: Characterization, queries) -> None:
     outcomes = queries.jobs("select_outcomes")
     report.tables["outcomes"] = outcomes
     groups = outcomes.groupby("state_group")[["jobs", "gpu_time"]].sum()
@@ -438,6 +442,8 @@ def _failures(report: Characterization, queries) -> None:
         )
     )
 
+
+def _failure_categories(report: Characterization, queries) -> None:
     failed_jobs = int(queries.jobs("select_failed_jobs")["failed_jobs"].iloc[0])
     reasons = queries.diagnosed("select_failure_reasons")
     report.tables["failure_reasons"], categories = _failure_tables(reasons)
@@ -474,6 +480,10 @@ def _failures(report: Characterization, queries) -> None:
             diagnosed >= MIN_DIAGNOSED_FOR_SHARES,
         )  # fmt: skip
     )
+
+
+def _temperature_failures(report: Characterization, queries) -> None:
+    import pandas as pd
 
     temperature = queries.metric_daily("gpu_temp")
     infra = queries.diagnosed("select_daily_infra_failures")

@@ -22,7 +22,7 @@ class Period:
     last: date | None = None
 
     def contains(self, day: date) -> bool:
-        if self.kind == "all":
+        if self.first is None or self.last is None:  # kind "all"
             return True
         return self.first <= day <= self.last
 

@@ -44,11 +44,14 @@ def partition_keys(lake: Lake, area: str, period: Period, filename: str) -> list
         match = _DATE.search(key)
         if key.endswith(f"/{filename}") and match and period.contains(date.fromisoformat(match.group(1))):
             keys.append(key)
-    return sorted(keys, key=lambda k: _DATE.search(k).group(1))
+    return sorted(keys, key=partition_day)
 
 
 def partition_day(key: str) -> str:
-    return _DATE.search(key).group(1)
+    match = _DATE.search(key)
+    if match is None:
+        raise ValueError(f"{key}: not a partition key (no date=YYYY-MM-DD in it)")
+    return match.group(1)
 
 
 class ReportQueries:

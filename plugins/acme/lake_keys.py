@@ -1,0 +1,234 @@
+"""The lake's layout: one function for every kind of key, by area.
+
+Keys are relative to the lake's root and use Hive-style ``name=value`` folders where a partition is
+meant to be pruned (cluster, date, metric). Code outside this module never spells a key out: it asks
+here, and reads, writes, lists and removes through :class:`acme.lake.Lake`. Changing the layout is a
+change to this file (and a migration of the stored data), nothing else.
+
+Areas, in the order data flows::
+
+    raw/jobs/…            copies of the scheduler records as they came
+    staging/<step>/<run>/ a run's hand-over between its tasks; removed when the run has published
+    jobs/…                job partitions (one file per cluster and submit day)
+    quarantine/…          rows or samples that failed validation, with their reason
+    validation/…          validation reports per input
+    metrics/…             metric partitions (per metric, cluster and day); metrics_snapshots/… one-off scrapes
+    checkpoints/…         checkpoint events of training campaigns
+    logs/…                training jobs' runtime logs (the default log location)
+    diagnoses/…           diagnosis records per cluster and day; diagnosis/… the diagnosis's own state
+    detection/…           hang and fail-slow episodes
+    recovery/…            recovery action logs and the simulated backend's state
+    eval/…                evaluation runs and the learned priors
+    reports/…             published characterization reports
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import date
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
+
+
+def safe_name(value: str) -> str:
+    """``value`` as one key component: characters other than letters, digits, ``._-`` become ``_``."""
+    return _UNSAFE.sub("_", value).lstrip(".") or "_"
+
+
+def partition_values(key: str) -> dict[str, str]:
+    """The ``name=value`` folders of a key: ``jobs/cluster=seren/date=2023-07-01/…`` → cluster, date."""
+    return dict(part.split("=", 1) for part in key.split("/") if "=" in part)
+
+
+def _day(day: date | str | None) -> str:
+    if day is None:
+        return "undated"
+    return day.isoformat() if isinstance(day, date) else day
+
+
+# --- jobs ------------------------------------------------------------------------------------------
+
+JOBS = "jobs"
+JOBS_FILE = "jobs.parquet"
+
+
+def jobs_cluster(cluster: str) -> str:
+    """The folder of one cluster's job partitions."""
+    return f"{JOBS}/cluster={cluster}"
+
+
+def jobs_partition(cluster: str, day: date | str) -> str:
+    """One cluster's jobs submitted on ``day``."""
+    return f"{jobs_cluster(cluster)}/date={_day(day)}/{JOBS_FILE}"
+
+
+def jobs_validation_record(cluster: str, day: date | str) -> str:
+    """Which inputs wrote a job partition, with their validation results."""
+    return f"{jobs_cluster(cluster)}/date={_day(day)}/_validation.json"
+
+
+def raw_jobs(cluster: str, day: date | str | None, name: str) -> str:
+    """The raw copy of one job input, as it came."""
+    return f"raw/jobs/cluster={cluster}/date={_day(day)}/{name}"
+
+
+def job_input_artifact(area: str, cluster: str, day: date | str | None, name: str) -> str:
+    """A per-input artifact of the job ingest (``area`` ``quarantine`` or ``validation``)."""
+    return f"{area}/jobs/cluster={cluster}/date={_day(day)}/{name}"
+
+
+QUARANTINE_JOBS = "quarantine/jobs"
+
+
+def quarantine_jobs(cluster: str, day: date | str | None, name: str) -> str:
+    """Rows of one job input that failed validation."""
+    return f"{QUARANTINE_JOBS}/cluster={cluster}/date={_day(day)}/{name}"
+
+
+def validation_jobs(cluster: str, day: date | str | None, name: str) -> str:
+    """The validation report of one job input."""
+    return job_input_artifact("validation", cluster, day, name)
+
+
+# --- staging ---------------------------------------------------------------------------------------
+
+
+def staging(step: str, run_id: str) -> str:
+    """One run's staging folder for ``step`` (a DAG id): removed once the run has published."""
+    safe = re.sub(r"[^A-Za-z0-9._-]+", "-", run_id).strip("-.")[:160] or "run"
+    return f"staging/{step}/{safe}"
+
+
+# --- metrics ---------------------------------------------------------------------------------------
+
+METRICS = "metrics"
+METRICS_SNAPSHOTS = "metrics_snapshots"
+
+
+def metric_partition(metric: str, cluster: str, day: date | str, area: str = METRICS) -> str:
+    """The folder of one metric's samples of one cluster and day (``area``: metrics or metrics_snapshots)."""
+    return f"{area}/metric={metric}/cluster={cluster}/date={_day(day)}"
+
+
+def metric_samples(metric: str, cluster: str, day: date | str) -> str:
+    return f"{metric_partition(metric, cluster, day)}/samples.parquet"
+
+
+def metric_snapshots(metric: str, cluster: str) -> str:
+    """The folder of one metric's one-off snapshots of one cluster."""
+    return f"{METRICS_SNAPSHOTS}/metric={metric}/cluster={cluster}"
+
+
+def quarantine_metrics(cluster: str, day: date | str | None, name: str) -> str:
+    return f"quarantine/metrics/cluster={cluster}/date={_day(day)}/{name}"
+
+
+def validation_metrics(cluster: str, day: date | str | None, name: str) -> str:
+    return f"validation/metrics/cluster={cluster}/date={_day(day)}/{name}"
+
+
+# --- checkpoints and logs --------------------------------------------------------------------------
+
+
+def checkpoint_events(cluster: str, day: date | str) -> str:
+    """Checkpoint events of one cluster's training campaigns on ``day``."""
+    return f"checkpoints/cluster={cluster}/date={_day(day)}/events.parquet"
+
+
+def job_logs(cluster: str, job_id: str) -> str:
+    """The default folder of a job's runtime logs."""
+    return f"logs/cluster={cluster}/job={job_id}"
+
+
+# --- diagnosis -------------------------------------------------------------------------------------
+
+DIAGNOSES = "diagnoses"
+DIAGNOSES_FILE = "diagnoses.parquet"
+
+
+def diagnoses_cluster(cluster: str) -> str:
+    return f"{DIAGNOSES}/cluster={cluster}"
+
+
+def diagnoses_partition(cluster: str, day: date | str) -> str:
+    """Diagnosis records of one cluster's jobs submitted on ``day``."""
+    return f"{diagnoses_cluster(cluster)}/date={_day(day)}/{DIAGNOSES_FILE}"
+
+
+def diagnosis_queue(cluster: str) -> str:
+    """Failed jobs left over by a capped run, waiting for the next one."""
+    return f"diagnosis/queue/cluster={cluster}/pending.json"
+
+
+def diagnosis_message(cluster: str, day: date | str, job_id: str) -> str:
+    """The hand-over of one diagnosis to recovery."""
+    return f"diagnosis/messages/cluster={cluster}/date={_day(day)}/{safe_name(job_id)}.json"
+
+
+def diagnosis_cases(cluster: str) -> str:
+    """The vector store's past failures of one cluster."""
+    return f"diagnosis/cases/cluster={cluster}/cases.parquet"
+
+
+DEFERRED_CASES = "diagnosis/cases_deferred"
+
+
+def deferred_case(cluster: str, job_id: str) -> str:
+    """A past failure waiting to be added to the case store."""
+    return f"{DEFERRED_CASES}/cluster={cluster}/{safe_name(job_id)}.json"
+
+
+def learned_filter_rules(family: str) -> str:
+    """Filter rules learned for one log family."""
+    return f"diagnosis/filter_rules/family={family}"
+
+
+# --- detection -------------------------------------------------------------------------------------
+
+
+def detection_episode(cluster: str, job_id: str, kind: str) -> str:
+    """The current episode of one hang or fail-slow suspect."""
+    return f"detection/episodes/cluster={cluster}/job={safe_name(job_id)}/{kind}.json"
+
+
+def detection_evidence_log(cluster: str, job_id: str, kind: str, episode: str) -> str:
+    """The evidence log of one episode, relative to the log root (where diagnosis reads logs)."""
+    return f"detect/cluster={cluster}/job={safe_name(job_id)}/{kind}-{episode}.log"
+
+
+# --- recovery --------------------------------------------------------------------------------------
+
+
+def recovery_job(cluster: str, job_id: str) -> str:
+    """The folder of one job's recovery action logs (names are checked by the caller)."""
+    return f"recovery/cluster={cluster}/job={job_id}"
+
+
+def simulated_backend_state(cluster: str) -> str:
+    """The simulated cluster's node and job state."""
+    return f"recovery/simulated/cluster={cluster}/state.json"
+
+
+# --- evaluation ------------------------------------------------------------------------------------
+
+EVAL_PRIORS = "eval/priors/priors.json"
+
+
+def eval_run(model_id: str, run: str) -> str:
+    """The folder of one evaluation (checkpoint × suite)."""
+    return f"eval/runs/{model_id}/{run}"
+
+
+def eval_measurements(model_id: str, run: str) -> str:
+    """Per-sample timings measured by one evaluation, for the learned priors."""
+    return f"eval/priors/measurements/{model_id}/{run}.json"
+
+
+# --- reports ---------------------------------------------------------------------------------------
+
+REPORTS = "reports"
+
+
+def report(cluster: str, period: str, root: str = REPORTS) -> str:
+    """The folder of one published report (``root`` is ``""`` when publishing to a plain folder)."""
+    return "/".join(p for p in (root, f"cluster={cluster}", f"period={period}") if p)

@@ -1,0 +1,135 @@
+"""Names vulture cannot see used (`make lint`: vulture plugins dags vulture_whitelist.py).
+
+vulture matches by bare name, so each line below marks one name as used everywhere. Two parts:
+
+1. Used, but not by a call vulture can see (Airflow config, library attributes, record fields
+   read through `asdict`/JSON or by callers outside plugins/ and dags/): each line says who uses it.
+2. The issue 18 baseline: code that is dead, or that only tests use (to move under tests/),
+   grouped by area. Owners remove their lines as they delete or move the code; the block
+   must end up empty.
+
+This file is parsed by vulture, never imported.
+"""
+# ruff: noqa: B018, F821
+
+# --- 1. Used outside vulture's sight ----------------------------------------------------------
+
+# shared (acme_airflow)
+OrderedAssetManager  # loaded by Airflow from AIRFLOW__CORE__ASSET_MANAGER_CLASS (Makefile, stack, compose)
+CLASS_PATH  # that setting's value, one spelling for the Makefile/compose and tests
+
+# Attributes set on third-party objects (their libraries read them)
+_.pad_token  # transformers tokenizer (evaluation/inference.py)
+_.padding_side  # transformers tokenizer (evaluation/inference.py)
+_.writeable  # numpy array flags: freezes the cached CDF tables (synth/trace.py)
+_.HASH_THRESHOLD  # great_expectations pandas engine setting (validate.py)
+_.progress_bars  # great_expectations context setting (validate.py)
+
+# Dynamic dispatch
+__getattr__  # PEP 562 lazy exports of acme.evaluation (evaluation/__init__.py)
+
+# Record fields: part of a result written out (asdict/JSON/Parquet) or read by its callers
+_.diagnosed_at  # diagnosis record column, read by report SQL (create_report_macros.sql)
+_.calls  # inference usage counter (evaluation/inference.py), read by tests
+_.copied  # precursor copy result (evaluation/precursor.py), read by tests
+_.stderr_tail  # sandbox result (evaluation/sandbox.py), read by tests
+_.missing_cells  # acmetrace_csv parse result, read by tests and properties
+_.help  # exposition parse result: the metrics' HELP text, read by tests
+_.requests_made  # Prometheus client counter, read by tests
+_.expected_start_s  # evaluation plan slot (planner.py), serialized with the plan
+_.expected_gpu_release_s  # evaluation plan slot (planner.py), serialized with the plan
+_.expected_end_s  # evaluation plan slot (planner.py), serialized with the plan
+_.expected_ready_s  # evaluation plan precursor (planner.py), serialized with the plan
+_.model_params  # evaluation plan (planner.py), serialized with the plan (asdict)
+_.humaneval_trial_s  # measured prior (priors.py), serialized to evaluation/priors.json
+_.load_and_preprocess_s  # measured prior (priors.py), serialized to evaluation/priors.json
+_.inference_start_s  # simulator job record (simulator.py), read by tests
+_.precursor_ready_s  # simulator job record (simulator.py), read by tests
+_.gpu_bound_s  # simulator lower bound part, read by tests
+_.chain_bound_s  # simulator lower bound part, read by tests
+_.first_inference_s  # simulator lower bound part, read by tests
+
+# Used by `make demo`, the stack or the benchmarks (not by plugins/ or dags/)
+iter_training_log  # Makefile demo logs, stack/nightly_day.py, benchmarks
+write_checkpoint  # Makefile demo checkpoints, benchmarks/bench_crash_to_restart.py
+telemetry_from_synth  # benchmarks/bench_detect_hangs.py
+synth_training_cluster  # benchmarks/bench_detect_hangs.py
+_.node_indices  # benchmarks/bench_detect_hangs.py
+_.undecided_nodes  # benchmarks/bench_locate_faults.py
+_.gpu_idle_share  # benchmarks/bench_plan_eval.py
+opencompass_two_stage_makespan  # benchmarks/bench_plan_eval.py (the OpenCompass baseline)
+_.total_samples  # benchmarks/bench_plan_eval.py
+load_default_suite  # lazy export of acme.evaluation, benchmarks/bench_plan_eval.py
+
+# --- 2. issue 18 baseline: dead, to remove ------------------------------------------------------
+# "dead": nothing calls it; "tests": only tests call it (move it under tests/ or use it).
+
+# metrics
+utc_day  # dead (metrics/storage.py)
+read_samples_frame  # dead (metrics/ingest.py)
+FAULT_KINDS  # dead (metrics/synth.py)
+parse_exposition  # tests (metrics/exposition.py)
+fetch_day  # tests (metrics/prometheus.py)
+read_histograms  # tests (metrics/storage.py)
+read_snapshots  # tests (metrics/storage.py)
+
+# jobs
+TERMINAL_STATES  # dead (schema.py)
+JOB_KEY  # dead (schema.py)
+state_rank  # dead (schema.py)
+_.gpu_equiv  # dead: set, never read (sources/kubernetes.py)
+
+# diagnosis
+_scoped  # dead (diagnosis/compress.py)
+ATTRIBUTION_BY_CATEGORY  # dead (diagnosis/llm_agent.py)
+diagnose_log  # tests and benchmarks only (diagnosis/rules.py)
+confirm_case  # tests (diagnosis/learning.py)
+waiting_jobs  # tests (diagnosis/nightly.py)
+read_records  # tests (diagnosis/records.py)
+compile_safe  # tests (diagnosis/regex_safety.py)
+
+# evaluation
+_.gpu_held_s  # dead (evaluation/simulator.py)
+_.cpu_bound_s  # dead: set, never read (evaluation/simulator.py)
+_.save  # tests (evaluation/priors.py Priors.save)
+
+# recovery
+world_to_dict  # dead (recovery/recover.py)
+recover  # tests (recovery/recover.py; the DAG runs the steps one by one)
+torchrun_command  # tests (recovery/allgather_check.py)
+write_metrics  # tests (recovery/synth_checkpoints.py)
+
+# detection
+
+# report
+
+# shared
+
+# --- 3. issue 18 foundation: used as the areas move onto it (the lead empties this at merge) ------
+key_of  # acme.lake_keys / Lake / lake_task: adopted by the areas in phase 2
+duckdb_location  # acme.lake_keys / Lake / lake_task: adopted by the areas in phase 2
+attach_to_duckdb  # acme.lake_keys / Lake / lake_task: adopted by the areas in phase 2
+jobs_partition  # acme.lake_keys / Lake / lake_task: adopted by the areas in phase 2
+jobs_validation_record  # acme.lake_keys / Lake / lake_task: adopted by the areas in phase 2
+raw_jobs  # acme.lake_keys / Lake / lake_task: adopted by the areas in phase 2
+quarantine_jobs  # acme.lake_keys / Lake / lake_task: adopted by the areas in phase 2
+validation_jobs  # acme.lake_keys / Lake / lake_task: adopted by the areas in phase 2
+metric_samples  # acme.lake_keys / Lake / lake_task: adopted by the areas in phase 2
+metric_snapshots  # acme.lake_keys / Lake / lake_task: adopted by the areas in phase 2
+quarantine_metrics  # acme.lake_keys / Lake / lake_task: adopted by the areas in phase 2
+validation_metrics  # acme.lake_keys / Lake / lake_task: adopted by the areas in phase 2
+job_logs  # acme.lake_keys / Lake / lake_task: adopted by the areas in phase 2
+diagnoses_partition  # acme.lake_keys / Lake / lake_task: adopted by the areas in phase 2
+diagnosis_queue  # acme.lake_keys / Lake / lake_task: adopted by the areas in phase 2
+diagnosis_message  # acme.lake_keys / Lake / lake_task: adopted by the areas in phase 2
+diagnosis_cases  # acme.lake_keys / Lake / lake_task: adopted by the areas in phase 2
+deferred_case  # acme.lake_keys / Lake / lake_task: adopted by the areas in phase 2
+learned_filter_rules  # acme.lake_keys / Lake / lake_task: adopted by the areas in phase 2
+detection_episode  # acme.lake_keys / Lake / lake_task: adopted by the areas in phase 2
+detection_evidence_log  # acme.lake_keys / Lake / lake_task: adopted by the areas in phase 2
+recovery_job  # acme.lake_keys / Lake / lake_task: adopted by the areas in phase 2
+simulated_backend_state  # acme.lake_keys / Lake / lake_task: adopted by the areas in phase 2
+EVAL_PRIORS  # acme.lake_keys / Lake / lake_task: adopted by the areas in phase 2
+eval_run  # acme.lake_keys / Lake / lake_task: adopted by the areas in phase 2
+eval_measurements  # acme.lake_keys / Lake / lake_task: adopted by the areas in phase 2
+lake_task  # acme.lake_keys / Lake / lake_task: adopted by the areas in phase 2
