@@ -94,7 +94,6 @@ _.cpu_bound_s  # dead: set, never read (evaluation/simulator.py)
 _.save  # tests (evaluation/priors.py Priors.save)
 
 # recovery
-world_to_dict  # dead (recovery/recover.py)
 recover  # tests (recovery/recover.py; the DAG runs the steps one by one)
 torchrun_command  # tests (recovery/allgather_check.py)
 write_metrics  # tests (recovery/synth_checkpoints.py)

@@ -36,8 +36,8 @@ from __future__ import annotations
 
 from airflow.sdk import Param, dag, get_current_context, task
 
-from acme import config
-from acme.recovery.settings import dry_run_default
+from acme import settings
+from acme.settings import recovery as recovery_settings
 from acme_airflow.defaults import DEFAULT_ARGS, Tag
 
 PARAMS = {
@@ -65,7 +65,7 @@ PARAMS = {
         description="Metrics file (CSV or JSON lines, step/loss) relative to the checkpoint location.",
     ),
     "dry_run": Param(
-        dry_run_default(), type="boolean", title="Dry run",
+        recovery_settings().dry_run, type="boolean", title="Dry run",
         description="Record every step, touch nothing. Default: ACME_RECOVERY_DRY_RUN (true unless set to "
         "false), the same setting the diagnosis uses for the recoveries it starts.",
     ),
@@ -85,7 +85,7 @@ PARAMS = {
 @dag(
     dag_id="recover_training",
     schedule=None,
-    start_date=config.start_date(),  # the project's; a manual run's logical date may be any day since
+    start_date=settings.project().start_date,  # the project's; a manual run's logical date may be any day since
     catchup=False,
     max_active_runs=8,
     default_args=DEFAULT_ARGS,
@@ -99,19 +99,9 @@ def recover_training():
     def open_recovery() -> list[list[str]]:
         """Check the request and the job, hold the job's marker; return the round-1 worlds (the opened
         recovery goes to the other tasks as the XCom ``opened``)."""
-        from acme.recovery.recover import open_recovery as open_steps
-        from acme.recovery.settings import recovery_settings
-        from acme_airflow.lake import task_lake
-        from acme_airflow.recovery import recovery_failures, request_from_context, task_backend
+        from acme_airflow.recovery import open_in_task
 
-        context = get_current_context()
-        with recovery_failures():
-            lake = task_lake()
-            request = request_from_context(context, lake)
-            backend = task_backend(request.cluster, lake, request.job_id, request.nodes)
-            opened = open_steps(lake, request, backend, recovery_settings())
-        context["ti"].xcom_push(key="opened", value=opened)
-        return opened["round1"]
+        return open_in_task(get_current_context())
 
     @task(map_index_template="{{ world | join(',') }}")
     def check_round1(opened: dict, world: list[str]) -> dict:
@@ -123,67 +113,37 @@ def recover_training():
     # (round 2 never needs more), each plans round 2 from round 1's results (cheap and deterministic) and
     # checks the world of its slot (its map index), or is skipped.
     @task(map_index_template="{{ round2_world }}")
-    def check_round2(opened: dict, round1: list[dict], round1_world: list[str]) -> dict:
-        from airflow.sdk.exceptions import AirflowSkipException
+    def check_round2(opened: dict, round1: list[dict], _round1_world: list[str]) -> dict:
+        from acme_airflow.recovery import round2_in_task
 
-        from acme.recovery.recover import RecoveryRequest, round2_world
-        from acme_airflow.recovery import check_in_task
-
-        context = get_current_context()
-        slot = context["ti"].map_index
-        world = round2_world(RecoveryRequest.from_dict(opened["request"]), list(round1), slot)
-        context["round2_world"] = ",".join(world or ["not needed"])  # type: ignore[typeddict-unknown-key]
-        if world is None:
-            raise AirflowSkipException(f"round 2 has fewer worlds than {slot + 1}")
-        return check_in_task(opened, world, 2)
+        return round2_in_task(get_current_context(), opened, list(round1))
 
     # One task from the verdict to the restart: each step is still its own record in the action log,
     # but the scheduler hands over once instead of four times (seconds on the way from crash to restart).
-    # Round 2 launches no world when round 1 found nothing to confirm: its mapped task is skipped.
     @task(trigger_rule="none_failed")
     def decide_and_restart(opened: dict, round1: list[dict], round2: list[dict] | None) -> dict:
         """Decide (faulty, stragglers, undecided) → take the faulty nodes out (blast-radius limit, cordon or
         drain) → choose the checkpoint → restart."""
-        from acme.recovery.blast_radius import BlastRadiusLimit
-        from acme.recovery.recover import (
-            RecoveryRequest,
-            choose_restart_checkpoint,
-            decide_faults,
-            restart_job,
-            take_out_faulty,
-        )
-        from acme.recovery.settings import recovery_settings
-        from acme_airflow.lake import task_lake
-        from acme_airflow.recovery import recovery_failures, task_backend
+        from acme_airflow.recovery import finish_in_task
 
-        with recovery_failures():
-            request = RecoveryRequest.from_dict(opened["request"])
-            settings = recovery_settings()
-            lake = task_lake()
-            backend = task_backend(request.cluster, lake, request.job_id, request.nodes)
-            # Unused round-2 slots were skipped: they have no result.
-            verdict = decide_faults(lake, request, list(round1), [r for r in round2 or [] if r])
-            limit = BlastRadiusLimit(settings.max_nodes, settings.max_share)
-            taken_out = take_out_faulty(lake, request, backend, verdict, opened["job"]["nodes"], limit)
-            checkpoint = choose_restart_checkpoint(lake, request)
-            restarted = restart_job(lake, request, backend, opened["job"], verdict, taken_out, checkpoint)
-        return {"verdict": verdict, "taken_out": taken_out, "checkpoint": checkpoint, "restart": restarted,
-                "action_log": opened["action_log"]}  # fmt: skip
+        # Unused round-2 slots were skipped: they have no result.
+        return finish_in_task(opened, list(round1), [r for r in round2 or [] if r])
 
     @task
     def release(opened: dict | None) -> bool:
         """Release the job's recovery marker; nothing to release when the recovery never opened (bad Params)."""
         from acme.recovery.recover import RecoveryRequest, close_recovery
-        from acme_airflow.lake import task_lake
+        from acme_airflow.tasks import lake_task
 
         if opened is None:
             return False
-        return close_recovery(task_lake(), RecoveryRequest.from_dict(opened["request"]))
+        with lake_task() as lake:
+            return close_recovery(lake, RecoveryRequest.from_dict(opened["request"]))
 
     worlds = open_recovery()
     opened = worlds["opened"]
     round1 = check_round1.partial(opened=opened).expand(world=worlds)
-    round2 = check_round2.partial(opened=opened, round1=round1).expand(round1_world=worlds)
+    round2 = check_round2.partial(opened=opened, round1=round1).expand(_round1_world=worlds)
     restarted = decide_and_restart(opened, round1, round2)
     # A teardown: the marker is released whatever happened, and the run keeps the outcome of the restart.
     restarted >> release(opened).as_teardown()

@@ -58,7 +58,7 @@ class StackSettings:
     redis_db: int = 5  # other Redis users on this host keep their own DB numbers
     bucket: str = "acme-lake"
     parallelism: int = 4  # task instances running at once across the stack
-    worker_concurrency: int = 4  # task processes per Celery worker (mostly waiting on the lake and the API)
+    worker_concurrency: int = 2  # task processes per Celery worker (each idle pool process ~190 MB RSS)
     max_active_runs: int = 4  # runs of one DAG at once (ACME_MAX_ACTIVE_RUNS)
     retry_delay_s: int | None = None  # caps every task's retry delay (cluster policy); None = the DAGs' own
     extra_env: dict[str, str] = field(default_factory=dict)  # further AIRFLOW__/ACME_ settings
@@ -87,7 +87,7 @@ class StackSettings:
             redis=os.environ.get("ACME_STACK_REDIS") or "127.0.0.1:6379",
             redis_db=number("ACME_STACK_REDIS_DB", 5),
             parallelism=number("ACME_STACK_PARALLELISM", 4),
-            worker_concurrency=number("ACME_STACK_WORKER_CONCURRENCY", 4),
+            worker_concurrency=number("ACME_STACK_WORKER_CONCURRENCY", 2),
             max_active_runs=number("ACME_MAX_ACTIVE_RUNS", 4),
             retry_delay_s=number("ACME_STACK_RETRY_DELAY_S", None),
         )
@@ -182,6 +182,9 @@ def stack_env(settings: StackSettings) -> dict[str, str]:
         "AIRFLOW__API__BASE_URL": api,
         "AIRFLOW__API_AUTH__JWT_SECRET": state["jwt_secret"],
         "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "10",
+        # One parsing process (Airflow: 2): each holds ~180 MB RSS while it parses, and the stack's
+        # memory peak of a Seren-scale day came at a parse (benchmarks/README.md).
+        "AIRFLOW__DAG_PROCESSOR__PARSING_PROCESSES": "1",
         "AIRFLOW__SCHEDULER__SCHEDULER_HEARTBEAT_SEC": "2",
         # The scheduler's loop sleeps this long when it found nothing to do (Airflow: 1 s): a finished
         # task's successor is scheduled on the next pass, so every hand-over on a crash's way to its
@@ -209,6 +212,9 @@ def stack_env(settings: StackSettings) -> dict[str, str]:
         "AWS_DEFAULT_REGION": "us-east-1",
         "AWS_ENDPOINT_URL_S3": s3,
         "GX_ANALYTICS_ENABLED": "false",
+        # This tree's plugins first: an editable install elsewhere (a .pth file of the venv) would
+        # otherwise give the workers another tree's acme and acme_airflow.
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT / "plugins"), os.environ.get("PYTHONPATH")])),
     }
     env.update(settings.extra_env)
     return env

@@ -23,7 +23,7 @@ def request_from_context(context: Any, lake: Lake) -> RecoveryRequest:
 def task_backend(cluster: str, lake: Lake, job_id: str, nodes: Any = None) -> RecoveryBackend:
     """The configured backend; on Kubernetes its client comes from the Airflow connection."""
     from acme.recovery.backend import make_backend
-    from acme.recovery.settings import recovery_settings
+    from acme.settings import recovery as recovery_settings
 
     settings = recovery_settings()
     client = None
@@ -55,6 +55,21 @@ def recovery_failures() -> Iterator[None]:
         raise AirflowFailException(f"{type(exc).__name__}: {exc}") from exc
 
 
+def open_in_task(context: Any) -> list[list[str]]:
+    """``open_recovery``'s body: the request from the run, the job checked with the cluster, the marker
+    held; pushes the opened recovery as the XCom ``opened`` and returns the round-1 worlds."""
+    from acme.recovery.recover import open_recovery
+    from acme.settings import recovery as recovery_settings
+    from acme_airflow.tasks import lake_task
+
+    with recovery_failures(), lake_task() as lake:
+        request = request_from_context(context, lake)
+        backend = task_backend(request.cluster, lake, request.job_id, request.nodes)
+        opened = open_recovery(lake, request, backend, recovery_settings())
+    context["ti"].xcom_push(key="opened", value=opened)
+    return opened["round1"]
+
+
 def check_in_task(opened: dict[str, Any], world: list[str], round_number: int) -> dict[str, Any]:
     """Check one world from a running task: the configured backend, or (live, on Kubernetes) one pod per
     rank through the task's context (``acme.recovery.checks``)."""
@@ -62,13 +77,12 @@ def check_in_task(opened: dict[str, Any], world: list[str], round_number: int) -
 
     from acme.recovery.checks import world_checker
     from acme.recovery.recover import RecoveryRequest
-    from acme.recovery.settings import recovery_settings
-    from acme_airflow.lake import task_lake
+    from acme.settings import recovery as recovery_settings
+    from acme_airflow.tasks import lake_task
 
     request = RecoveryRequest.from_dict(opened["request"])
-    with recovery_failures():
+    with recovery_failures(), lake_task() as lake:
         settings = recovery_settings()
-        lake = task_lake()
 
         def launch_pods(world: Any, round_number: int, check_id: str, labels: dict[str, str]) -> Any:
             from acme_airflow.check_pods import run_world_as_pods
@@ -81,3 +95,32 @@ def check_in_task(opened: dict[str, Any], world: list[str], round_number: int) -
         return world_checker(settings, request, backend, launch_pods).check(
             lake, request, world, round_number
         )
+
+
+def round2_in_task(context: Any, opened: dict[str, Any], round1: list[dict[str, Any]]) -> dict[str, Any]:
+    """The round-2 world of this mapped task's slot (its map index), checked; skipped when round 2 needs
+    fewer worlds. Names the task instance by its world (``round2_world`` in the map index template)."""
+    from airflow.sdk.exceptions import AirflowSkipException
+
+    from acme.recovery.recover import RecoveryRequest, round2_world
+
+    slot = context["ti"].map_index
+    world = round2_world(RecoveryRequest.from_dict(opened["request"]), round1, slot)
+    context["round2_world"] = ",".join(world or ["not needed"])
+    if world is None:
+        raise AirflowSkipException(f"round 2 has fewer worlds than {slot + 1}")
+    return check_in_task(opened, world, 2)
+
+
+def finish_in_task(
+    opened: dict[str, Any], round1: list[dict[str, Any]], round2: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """``decide_and_restart``'s body (``acme.recovery.recover.finish_recovery``)."""
+    from acme.recovery.recover import RecoveryRequest, finish_recovery
+    from acme.settings import recovery as recovery_settings
+    from acme_airflow.tasks import lake_task
+
+    request = RecoveryRequest.from_dict(opened["request"])
+    with recovery_failures(), lake_task() as lake:
+        backend = task_backend(request.cluster, lake, request.job_id, request.nodes)
+        return finish_recovery(lake, request, backend, opened, round1, round2, recovery_settings())

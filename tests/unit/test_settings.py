@@ -22,7 +22,6 @@ NOT_YET_MOVED = {
     "plugins/acme/diagnosis/settings.py",
     "plugins/acme/evaluation/kubernetes_pods.py",
     "plugins/acme/evaluation/settings.py",
-    "plugins/acme/recovery/settings.py",
     "plugins/acme/report/ettr.py",
     "plugins/acme/report/settings.py",
     "plugins/acme/sources/base.py",

@@ -97,7 +97,7 @@ def concurrency() -> int:
 
 def recovery_dry_run() -> bool:
     """Whether recovery requests ask ``recover_training`` for a dry run (``ACME_RECOVERY_DRY_RUN``, the
-    same setting as that DAG's own default: see ``acme.recovery.settings.dry_run_default``)."""
-    from acme.recovery.settings import dry_run_default
+    same setting as that DAG's own default: see ``acme.settings.RecoverySettings.dry_run``)."""
+    from acme.settings import recovery
 
-    return dry_run_default()
+    return recovery().dry_run

@@ -9,7 +9,6 @@ location into the action log, so "no healthy checkpoint" names the setting to ch
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,10 +28,10 @@ def cluster_checkpoint_pattern(cluster: str, clusters_file: Path | None = None) 
     """The cluster's ``checkpoint_uri_pattern`` and where it is written, or None when the cluster is not
     configured or has none. A configuration that cannot be read is a ConfigError: a recovery does not
     silently look elsewhere than the operator said."""
-    from acme import config
+    from acme import settings
     from acme.clusters import load_clusters
 
-    path = clusters_file or config.clusters_file()
+    path = clusters_file or settings.project().clusters_file
     if not path.exists():
         return None
     entry = load_clusters(path).get(cluster)
@@ -46,7 +45,7 @@ def checkpoint_location(
 ) -> CheckpointLocation:
     """The location of ``job_id``'s checkpoints (module docstring); ``given`` is the run's
     ``checkpoint_uri`` (blank: not given), ``{lake}`` is ``lake_uri``."""
-    from acme.recovery.settings import DEFAULT_CHECKPOINT_URI_PATTERN, checkpoint_uri_pattern
+    from acme.settings import DEFAULT_CHECKPOINT_URI_PATTERN, recovery
 
     if given is not None and not isinstance(given, str):
         raise ConfigError(f"checkpoint_uri must be a string, got {given!r}")
@@ -56,9 +55,9 @@ def checkpoint_location(
     if found is not None:
         pattern, source = found
     else:
-        pattern = checkpoint_uri_pattern()
-        explicit = os.environ.get(SETTING, "").strip()
-        source = SETTING if explicit else f"{SETTING} (unset: its default {DEFAULT_CHECKPOINT_URI_PATTERN})"
+        configured = recovery().checkpoint_uri_pattern
+        pattern = configured or DEFAULT_CHECKPOINT_URI_PATTERN
+        source = SETTING if configured else f"{SETTING} (unset: its default {DEFAULT_CHECKPOINT_URI_PATTERN})"
     return CheckpointLocation(
         pattern.format(lake=lake_uri.rstrip("/"), cluster=cluster, job_id=job_id), source
     )

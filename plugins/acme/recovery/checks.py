@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from acme.recovery.backend import RecoveryBackend
     from acme.recovery.localize import WorldResult
     from acme.recovery.recover import RecoveryRequest
-    from acme.recovery.settings import RecoverySettings
+    from acme.settings import RecoverySettings
 
 PodLauncher = Callable[[Sequence[str], int, str, dict[str, str]], "tuple[WorldResult, list[dict[str, Any]]]"]
 """Runs one world as pods: ``(world, round_number, check_id, job_labels) -> (result, pods)``."""

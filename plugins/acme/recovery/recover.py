@@ -44,7 +44,7 @@ from acme.recovery.localize import Localization, WorldResult, decide, plan_round
 if TYPE_CHECKING:
     from acme.lake import Lake
     from acme.recovery.backend import RecoveryBackend
-    from acme.recovery.settings import RecoverySettings
+    from acme.settings import RecoverySettings
 
 
 class NeedsPersonError(AcmeError):
@@ -230,10 +230,6 @@ def open_recovery(
         "round1": worlds,
         "action_log": lake.url(log.key),
     }
-
-
-def world_to_dict(result: WorldResult) -> dict[str, Any]:
-    return result.to_dict()
 
 
 def world_from_dict(data: Mapping[str, Any]) -> WorldResult:
@@ -461,6 +457,26 @@ def close_recovery(lake: Lake, request: RecoveryRequest) -> bool:
 # --- all in one process -------------------------------------------------------------------------
 
 
+def finish_recovery(
+    lake: Lake,
+    request: RecoveryRequest,
+    backend: RecoveryBackend,
+    opened: Mapping[str, Any],
+    round1: Sequence[Mapping[str, Any]],
+    round2: Sequence[Mapping[str, Any]],
+    settings: RecoverySettings,
+) -> dict[str, Any]:
+    """From the two rounds' results to the restart: decide → take out the faulty nodes (blast-radius limit,
+    cordon or drain) → choose the checkpoint → restart; each step its own record in the action log."""
+    verdict = decide_faults(lake, request, round1, round2)
+    limit = BlastRadiusLimit(settings.max_nodes, settings.max_share)
+    taken_out = take_out_faulty(lake, request, backend, verdict, opened["job"]["nodes"], limit)
+    checkpoint = choose_restart_checkpoint(lake, request)
+    restarted = restart_job(lake, request, backend, opened["job"], verdict, taken_out, checkpoint)
+    return {"verdict": verdict, "taken_out": taken_out, "checkpoint": checkpoint, "restart": restarted,
+            "action_log": opened["action_log"]}  # fmt: skip
+
+
 def recover(
     lake: Lake, request: RecoveryRequest, backend: RecoveryBackend, settings: RecoverySettings
 ) -> dict[str, Any]:
@@ -469,12 +485,6 @@ def recover(
     try:
         round1 = [check_world(lake, request, backend, w, 1) for w in opened["round1"]]
         round2 = [check_world(lake, request, backend, w, 2) for w in plan_second_round(request, round1)]
-        verdict = decide_faults(lake, request, round1, round2)
-        limit = BlastRadiusLimit(settings.max_nodes, settings.max_share)
-        taken_out = take_out_faulty(lake, request, backend, verdict, opened["job"]["nodes"], limit)
-        checkpoint = choose_restart_checkpoint(lake, request)
-        restarted = restart_job(lake, request, backend, opened["job"], verdict, taken_out, checkpoint)
+        return finish_recovery(lake, request, backend, opened, round1, round2, settings)
     finally:
         close_recovery(lake, request)
-    return {"verdict": verdict, "taken_out": taken_out, "checkpoint": checkpoint, "restart": restarted,
-            "action_log": opened["action_log"]}  # fmt: skip

@@ -14,7 +14,7 @@ from acme.recovery.backend import SimulatedBackend
 from acme.recovery.checks import BackendChecker, PodChecker, world_checker
 from acme.recovery.localize import WorldResult, plan_round1, plan_round2
 from acme.recovery.recover import RecoveryRequest, action_log, round2_world
-from acme.recovery.settings import recovery_settings
+from acme.settings import recovery as recovery_settings
 
 NODES = [f"n{i:02d}" for i in range(8)]
 STARTED = datetime(2026, 12, 1, 10, 0, tzinfo=UTC)
