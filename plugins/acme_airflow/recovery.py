@@ -97,21 +97,6 @@ def check_in_task(opened: dict[str, Any], world: list[str], round_number: int) -
         )
 
 
-def round2_in_task(context: Any, opened: dict[str, Any], round1: list[dict[str, Any]]) -> dict[str, Any]:
-    """The round-2 world of this mapped task's slot (its map index), checked; skipped when round 2 needs
-    fewer worlds. Names the task instance by its world (``round2_world`` in the map index template)."""
-    from airflow.sdk.exceptions import AirflowSkipException
-
-    from acme.recovery.recover import RecoveryRequest, round2_world
-
-    slot = context["ti"].map_index
-    world = round2_world(RecoveryRequest.from_dict(opened["request"]), round1, slot)
-    context["round2_world"] = ",".join(world or ["not needed"])
-    if world is None:
-        raise AirflowSkipException(f"round 2 has fewer worlds than {slot + 1}")
-    return check_in_task(opened, world, 2)
-
-
 def finish_in_task(
     opened: dict[str, Any], round1: list[dict[str, Any]], round2: list[dict[str, Any]]
 ) -> dict[str, Any]:

@@ -291,18 +291,6 @@ def plan_second_round(request: RecoveryRequest, round1: Sequence[Mapping[str, An
     return plan_round2([world_from_dict(r) for r in round1])
 
 
-def round2_world(
-    request: RecoveryRequest, round1: Sequence[Mapping[str, Any]], slot: int
-) -> list[str] | None:
-    """The round-2 world of ``slot``, or None when round 2 has fewer worlds (a dry run has none). The DAG
-    runs one slot per round-1 world as soon as round 1 ends (no planning task between them): round 2 never
-    needs more, since its worlds are disjoint sets of two or three of round 1's nodes (``plan_round2``)."""
-    plan = plan_second_round(request, round1)
-    if len(plan) > len(round1):  # never by plan_round2's construction; a lost world would go unchecked
-        raise AcmeError(f"round 2 planned {len(plan)} worlds for {len(round1)} slots: {plan}")
-    return plan[slot] if slot < len(plan) else None
-
-
 def decide_faults(
     lake: Lake,
     request: RecoveryRequest,

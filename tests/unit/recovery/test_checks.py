@@ -1,4 +1,4 @@
-"""The check of one world behind one interface (``acme.recovery.checks``), and round 2's slots."""
+"""The check of one world behind one interface (``acme.recovery.checks``), and round 2's size."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from acme.lake import Lake
 from acme.recovery.backend import SimulatedBackend
 from acme.recovery.checks import BackendChecker, PodChecker, world_checker
 from acme.recovery.localize import WorldResult, plan_round1, plan_round2
-from acme.recovery.recover import RecoveryRequest, action_log, round2_world
+from acme.recovery.recover import RecoveryRequest, action_log
 from acme.settings import recovery as recovery_settings
 
 NODES = [f"n{i:02d}" for i in range(8)]
@@ -78,23 +78,9 @@ def test_kubernetes_runs_a_live_world_as_pods_and_reuses_a_recorded_result(lake,
     assert isinstance(world_checker(recovery_settings(), request(dry_run=True), no_backend), BackendChecker)
 
 
-def test_round2_slots_cover_the_plan_and_a_dry_run_needs_none():
-    round1 = [
-        {"nodes": ["n00", "n01"], "ok": True, "seconds": {"n00": 1.0, "n01": 1.1}},
-        {"nodes": ["n02", "n03"], "ok": True, "seconds": {"n02": 1.0, "n03": 1.0}},
-        {"nodes": ["n04", "n05"], "ok": False, "seconds": {"n04": 60.0}, "error": "timed out"},
-        {"nodes": ["n06", "n07"], "ok": True, "seconds": {"n06": 1.0, "n07": 1.2}},
-    ]
-    slots = range(len(plan_round1(NODES)))
-    assert [round2_world(request(dry_run=True), round1, slot) for slot in slots] == [None] * 4
-    worlds = [round2_world(request(), round1, slot) for slot in slots]
-    assert worlds[2:] == [None, None]
-    assert sorted(n for w in worlds if w for n in w if n in ("n04", "n05")) == ["n04", "n05"]
-
-
 @pytest.mark.parametrize("count", [1, 2, 3, 5, 8, 9, 16, 33])
 def test_round2_never_needs_more_worlds_than_round1(count):
-    """The slots are as many as round 1's worlds: random outcomes never plan more."""
+    """Round 2's worlds are disjoint sets of round 1's nodes: random outcomes never plan more worlds."""
     rng = random.Random(count)
     nodes = [f"x{i:03d}" for i in range(count)]
     for _ in range(200):
