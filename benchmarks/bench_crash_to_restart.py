@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import signal
 import statistics
 import sys
@@ -38,21 +37,13 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "plugins"))
 
+from stack.bench import Machine, env_overrides, free_redis_db, stack_settings_block  # noqa: E402
 from stack.rest import StackApi, timeline  # noqa: E402
 from stack.stack import StackSettings, down, lake_client, stack_env, up  # noqa: E402
 
 DAY = "2024-03-10"
 FAULTY_RANK = 4  # gpu05 of the job's eight nodes
 SACCT_HEADER = "JobID|JobName|User|Partition|State|Submit|Start|End|Elapsed|NNodes|NCPUS|NodeList|AllocTRES|ReqTRES|ExitCode"
-
-
-def free_redis_db() -> int:
-    import redis
-
-    for number in range(15, 7, -1):
-        if redis.Redis(host="127.0.0.1", port=6379, db=number).dbsize() == 0:
-            return number
-    raise SystemExit("no empty Redis DB between 8 and 15")
 
 
 def job_ids(count: int) -> list[str]:
@@ -187,7 +178,11 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--dry-run", action="store_true", help="keep ACME_RECOVERY_DRY_RUN's default (true)")
     parser.add_argument("--keep", action="store_true", help="leave the stack running (its folder is printed)")
+    parser.add_argument(
+        "--env", action="append", default=[], metavar="NAME=VALUE", help="a further stack setting"
+    )
     args = parser.parse_args()
+    machine = Machine()
 
     ids = job_ids(args.repeat + 1)
     work = Path(tempfile.mkdtemp(prefix="acme-bench-crash-"))
@@ -199,6 +194,7 @@ def main() -> None:
     }
     if not args.dry_run:
         extra["ACME_RECOVERY_DRY_RUN"] = "false"
+    extra.update(env_overrides(args.env))
     settings = StackSettings(
         home=work / "stack",
         password="bench-password",
@@ -219,13 +215,10 @@ def main() -> None:
         totals = [t["end_to_end_s"] for t in timed]
         result = {
             "measured_at": datetime.now().astimezone().isoformat(timespec="seconds"),
-            "machine": {
-                "cpus": os.cpu_count(),
-                "python": platform.python_version(),
-                "load_average_1m_at_end": os.getloadavg()[0],
-            },  # fmt: skip
+            "machine": machine.block(),
             "setup": {
-                "executor": "CeleryExecutor (1 worker, concurrency 2), Postgres, Redis, moto S3",
+                "executor": "CeleryExecutor (1 worker), Postgres, Redis, moto S3",
+                "stack": stack_settings_block(settings),
                 "dry_run": args.dry_run,
                 "log_lines": 20_000,
                 "job_nodes": 8,

@@ -22,8 +22,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import signal
 import sys
 import tempfile
@@ -35,6 +33,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "plugins"))
 
+from stack.bench import Machine, env_overrides, free_redis_db, stack_settings_block  # noqa: E402
 from stack.nightly_day import (  # noqa: E402
     DAG_IDS,
     RssSampler,
@@ -48,25 +47,20 @@ from stack.nightly_day import (  # noqa: E402
     waiting_in_queue,
 )
 from stack.rest import StackApi  # noqa: E402
-from stack.stack import StackSettings, down, stack_rss_bytes, up  # noqa: E402
+from stack.stack import StackSettings, down, stack_memory, up  # noqa: E402
 
 DATA = ROOT / "benchmarks" / ".data"
-
-
-def free_redis_db() -> int:
-    import redis
-
-    for number in range(15, 7, -1):
-        if redis.Redis(host="127.0.0.1", port=6379, db=number).dbsize() == 0:
-            return number
-    raise SystemExit("no empty Redis DB between 8 and 15")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--scale", type=float, default=1.0)
     parser.add_argument("--log-share", type=float, default=0.05, help="share of failed jobs with a log")
+    parser.add_argument(
+        "--env", action="append", default=[], metavar="NAME=VALUE", help="a further stack setting"
+    )
     args = parser.parse_args()
+    machine = Machine()
 
     data = DATA / f"seren_day_x{args.scale:g}_seed7"
     data.mkdir(parents=True, exist_ok=True)
@@ -83,6 +77,7 @@ def main() -> None:
         extra_env={
             "ACME_CLUSTERS_FILE": str(clusters_file(data)),
             "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "True",
+            **env_overrides(args.env),
         },
     )
     # A stop (SIGTERM, or SIGINT where a background job ignores it) still tears the stack down.
@@ -93,7 +88,7 @@ def main() -> None:
         api = StackApi(settings)
         for dag_id in DAG_IDS:
             api.unpause(dag_id)
-        idle_rss = stack_rss_bytes(settings)
+        idle = stack_memory(settings)
         sampler = RssSampler(settings)
         sampler.start()
         night = run_day(api, timeout_s=3 * 3600)
@@ -110,11 +105,8 @@ def main() -> None:
                     tasks.append({"task": ti["task_id"] + index, "running_s": round(took.total_seconds(), 1)})
         result = {
             "measured_at": datetime.now().astimezone().isoformat(timespec="seconds"),
-            "machine": {
-                "cpus": os.cpu_count(),
-                "python": platform.python_version(),
-                "load_average_1m_at_end": os.getloadavg()[0],
-            },  # fmt: skip
+            "machine": machine.block(),
+            "stack": stack_settings_block(settings),
             "day": {
                 "scale": args.scale,
                 "jobs": jobs,
@@ -138,8 +130,17 @@ def main() -> None:
             "with_log_not_yet_diagnosed": len(set(logged) - {r["job_id"] for r in rows}),
             "queue_entries_at_last_plan": waiting_in_queue(settings),
             "report_failure_table_jobs": sum(int(row["jobs"]) for row in table),
-            "stack_rss_idle_mib": round(idle_rss / 2**20),
-            "stack_rss_peak_mib": round(sampler.peak / 2**20),
+            "stack_rss_idle_mib": round(sum(m["rss"] for m in idle.values()) / 2**20),
+            "stack_pss_idle_mib": round(sum(m["pss"] for m in idle.values()) / 2**20),
+            "idle": {
+                name: {
+                    "processes": m["processes"],
+                    "rss_mib": round(m["rss"] / 2**20),
+                    "pss_mib": round(m["pss"] / 2**20),
+                }
+                for name, m in idle.items()
+            },  # fmt: skip
+            **sampler.report(),
         }
         print(json.dumps(result, indent=1))
         out = ROOT / "benchmarks" / "results" / f"nightly_diagnosis_x{args.scale:g}.json"

@@ -24,18 +24,20 @@ Every step, with its times, inputs and result, is in the lake at
 diagnosis starts alike) records every step, down to the restart it would make, and touches no cluster.
 Re-running the same run never cordons or restarts twice.
 
-**Checkpoints**: the `checkpoint_uri` Param (the diagnosis passes the job record's), else
-`ACME_CHECKPOINT_URI_PATTERN` (default `{lake}/checkpoints/cluster={cluster}/job={job_id}`). When no
-healthy checkpoint is there, the run stops for a person and the action log names the location and the
-setting it came from (a dry run records that and still writes its restart plan).
+**Checkpoints**: the `checkpoint_uri` Param (the diagnosis passes the job record's), else the
+cluster's `checkpoint_uri_pattern` in `include/config/clusters.yaml`, else `ACME_CHECKPOINT_URI_PATTERN`
+(default `{lake}/checkpoints/cluster={cluster}/job={job_id}`). When no healthy checkpoint is there, the
+run stops for a person and the action log names the location and the setting it came from (a dry run
+records that and still writes its restart plan); a request that cannot be made at all (a bad Param,
+an unreadable cluster configuration) is still recorded there as a failed `request` step.
 """
 
 from __future__ import annotations
 
 from airflow.sdk import Param, dag, get_current_context, task
 
-from acme import config
-from acme.recovery.settings import dry_run_default
+from acme import settings
+from acme.settings import recovery as recovery_settings
 from acme_airflow.defaults import DEFAULT_ARGS, Tag
 
 PARAMS = {
@@ -54,15 +56,16 @@ PARAMS = {
     ),
     "checkpoint_uri": Param(
         "", type="string", title="Checkpoint location",
-        description="Folder or s3:// prefix holding the job's step_<N>/ checkpoints; empty = "
-        "ACME_CHECKPOINT_URI_PATTERN (default {lake}/checkpoints/cluster={cluster}/job={job_id}).",
+        description="Folder or s3:// prefix holding the job's step_<N>/ checkpoints; empty = the cluster's "
+        "checkpoint_uri_pattern in clusters.yaml, else ACME_CHECKPOINT_URI_PATTERN "
+        "(default {lake}/checkpoints/cluster={cluster}/job={job_id}).",
     ),
     "metrics_file": Param(
         None, type=["null", "string"], title="Training metrics",
         description="Metrics file (CSV or JSON lines, step/loss) relative to the checkpoint location.",
     ),
     "dry_run": Param(
-        dry_run_default(), type="boolean", title="Dry run",
+        recovery_settings().dry_run, type="boolean", title="Dry run",
         description="Record every step, touch nothing. Default: ACME_RECOVERY_DRY_RUN (true unless set to "
         "false), the same setting the diagnosis uses for the recoveries it starts.",
     ),
@@ -82,7 +85,7 @@ PARAMS = {
 @dag(
     dag_id="recover_training",
     schedule=None,
-    start_date=config.start_date(),  # the project's; a manual run's logical date may be any day since
+    start_date=settings.project().start_date,  # the project's; a manual run's logical date may be any day since
     catchup=False,
     max_active_runs=8,
     default_args=DEFAULT_ARGS,
@@ -96,47 +99,15 @@ def recover_training():
     def open_recovery() -> list[list[str]]:
         """Check the request and the job, hold the job's marker; return the round-1 worlds (the opened
         recovery goes to the other tasks as the XCom ``opened``)."""
-        from acme.recovery.recover import open_recovery as open_steps
-        from acme.recovery.settings import recovery_settings
-        from acme_airflow.lake import task_lake
-        from acme_airflow.recovery import recovery_failures, request_from_context, task_backend
+        from acme_airflow.recovery import open_in_task
 
-        context = get_current_context()
-        with recovery_failures():
-            lake = task_lake()
-            request = request_from_context(context, lake.uri)
-            backend = task_backend(request.cluster, lake, request.job_id, request.nodes)
-            opened = open_steps(lake, request, backend, recovery_settings())
-        context["ti"].xcom_push(key="opened", value=opened)
-        return opened["round1"]
-
-    def run_check(opened: dict, world: list[str], round_number: int) -> dict:
-        from acme.recovery.recover import RecoveryRequest, check_world, earlier_check, record_world
-        from acme.recovery.settings import recovery_settings
-        from acme_airflow.lake import task_lake
-        from acme_airflow.recovery import recovery_failures, task_backend
-
-        request = RecoveryRequest.from_dict(opened["request"])
-        settings = recovery_settings()
-        lake = task_lake()
-        with recovery_failures():
-            if settings.backend != "kubernetes" or request.dry_run:
-                backend = task_backend(request.cluster, lake, request.job_id, request.nodes)
-                return check_world(lake, request, backend, world, round_number)
-            earlier = earlier_check(lake, request, world, round_number)
-            if earlier is not None:
-                return earlier
-            from acme_airflow.check_pods import run_world_as_pods
-
-            labels = {"acme.io/job": request.job_id, "acme.io/recovery": request.check_id}
-            result, pods = run_world_as_pods(
-                world, round_number, request.check_id, settings, get_current_context(), labels
-            )
-            return record_world(lake, request, result, round_number, {"backend": "kubernetes", "pods": pods})
+        return open_in_task(get_current_context())
 
     @task(map_index_template="{{ world | join(',') }}")
     def check_round1(opened: dict, world: list[str]) -> dict:
-        return run_check(opened, world, 1)
+        from acme_airflow.recovery import check_in_task
+
+        return check_in_task(opened, world, 1)
 
     @task
     def plan_round2(opened: dict, round1: list[dict]) -> list[list[str]]:
@@ -144,51 +115,35 @@ def recover_training():
 
         return plan_second_round(RecoveryRequest.from_dict(opened["request"]), list(round1))
 
+    # Only the worlds round 2 needs: one slot per round-1 world without this planning task left the unused
+    # slots waiting for a worker slot ahead of decide_and_restart (measured: 2-3 s more with 2 slots).
     @task(map_index_template="{{ world | join(',') }}")
     def check_round2(opened: dict, world: list[str]) -> dict:
-        return run_check(opened, world, 2)
+        from acme_airflow.recovery import check_in_task
+
+        return check_in_task(opened, world, 2)
 
     # One task from the verdict to the restart: each step is still its own record in the action log,
     # but the scheduler hands over once instead of four times (seconds on the way from crash to restart).
-    # Round 2 launches no world when round 1 found nothing to confirm: its mapped task is skipped.
     @task(trigger_rule="none_failed")
     def decide_and_restart(opened: dict, round1: list[dict], round2: list[dict] | None) -> dict:
         """Decide (faulty, stragglers, undecided) → take the faulty nodes out (blast-radius limit, cordon or
         drain) → choose the checkpoint → restart."""
-        from acme.recovery.blast_radius import BlastRadiusLimit
-        from acme.recovery.recover import (
-            RecoveryRequest,
-            choose_restart_checkpoint,
-            decide_faults,
-            restart_job,
-            take_out_faulty,
-        )
-        from acme.recovery.settings import recovery_settings
-        from acme_airflow.lake import task_lake
-        from acme_airflow.recovery import recovery_failures, task_backend
+        from acme_airflow.recovery import finish_in_task
 
-        with recovery_failures():
-            request = RecoveryRequest.from_dict(opened["request"])
-            settings = recovery_settings()
-            lake = task_lake()
-            backend = task_backend(request.cluster, lake, request.job_id, request.nodes)
-            verdict = decide_faults(lake, request, list(round1), list(round2 or []))
-            limit = BlastRadiusLimit(settings.max_nodes, settings.max_share)
-            taken_out = take_out_faulty(lake, request, backend, verdict, opened["job"]["nodes"], limit)
-            checkpoint = choose_restart_checkpoint(lake, request)
-            restarted = restart_job(lake, request, backend, opened["job"], verdict, taken_out, checkpoint)
-        return {"verdict": verdict, "taken_out": taken_out, "checkpoint": checkpoint, "restart": restarted,
-                "action_log": opened["action_log"]}  # fmt: skip
+        # Round 2 launches no world when round 1 found nothing to confirm: its mapped task is skipped.
+        return finish_in_task(opened, list(round1), list(round2 or []))
 
     @task
     def release(opened: dict | None) -> bool:
         """Release the job's recovery marker; nothing to release when the recovery never opened (bad Params)."""
         from acme.recovery.recover import RecoveryRequest, close_recovery
-        from acme_airflow.lake import task_lake
+        from acme_airflow.tasks import lake_task
 
         if opened is None:
             return False
-        return close_recovery(task_lake(), RecoveryRequest.from_dict(opened["request"]))
+        with lake_task() as lake:
+            return close_recovery(lake, RecoveryRequest.from_dict(opened["request"]))
 
     worlds = open_recovery()
     opened = worlds["opened"]

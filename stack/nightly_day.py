@@ -13,6 +13,7 @@ import csv
 import gzip
 import io
 import json
+import os
 import threading
 import time
 from datetime import date, datetime
@@ -20,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from stack.rest import FINISHED, StackApi
-from stack.stack import StackSettings, lake_client, stack_rss_bytes
+from stack.stack import StackSettings, lake_client, stack_memory
 
 DAY = date(2023, 7, 1)
 FAILURES = ("ECCError", "NCCLTimeoutError", "OutOfMemoryError", "KeyError", "NVLinkError")
@@ -75,18 +76,47 @@ def upload_logs(settings: StackSettings, job_ids: list[str], lines: int = 20_000
 
 
 class RssSampler(threading.Thread):
-    """Peak of the stack's summed RSS (every process of its process groups), sampled every ``period_s``."""
+    """Peak of the stack's summed RSS and PSS (every process of its process groups), sampled every
+    ``period_s``, with each service's share at the RSS peak; and the machine's 1-minute load average."""
 
     def __init__(self, settings: StackSettings, period_s: float = 0.5):
         super().__init__(daemon=True)
         self.settings, self.period_s = settings, period_s
         self.peak = 0
+        self.peak_pss = 0
+        self.at_peak: dict[str, dict[str, int]] = {}
+        self.load: list[float] = []
         self.stop = threading.Event()
 
     def run(self) -> None:
         while not self.stop.is_set():
-            self.peak = max(self.peak, stack_rss_bytes(self.settings))
+            memory = stack_memory(self.settings)
+            rss = sum(service["rss"] for service in memory.values())
+            if rss > self.peak:
+                self.peak, self.at_peak = rss, memory
+            self.peak_pss = max(self.peak_pss, sum(service["pss"] for service in memory.values()))
+            self.load.append(os.getloadavg()[0])
             self.stop.wait(self.period_s)
+
+    def report(self) -> dict[str, Any]:
+        """Peaks in MiB, each service's RSS/PSS/process count at the RSS peak, the load's mean and max."""
+        mib = 2**20
+        return {
+            "stack_rss_peak_mib": round(self.peak / mib),
+            "stack_pss_peak_mib": round(self.peak_pss / mib),
+            "at_rss_peak": {
+                name: {
+                    "processes": m["processes"],
+                    "rss_mib": round(m["rss"] / mib),
+                    "pss_mib": round(m["pss"] / mib),
+                }
+                for name, m in self.at_peak.items()
+            },
+            "load_average_1m": {
+                "mean": round(sum(self.load) / len(self.load), 2) if self.load else None,
+                "max": round(max(self.load), 2) if self.load else None,
+            },
+        }
 
 
 def _after(run: dict[str, Any], origin: float) -> bool:

@@ -58,7 +58,7 @@ class StackSettings:
     redis_db: int = 5  # other Redis users on this host keep their own DB numbers
     bucket: str = "acme-lake"
     parallelism: int = 4  # task instances running at once across the stack
-    worker_concurrency: int = 2  # task processes per Celery worker (2 cores here)
+    worker_concurrency: int = 2  # task processes per Celery worker (each idle pool process ~190 MB RSS)
     max_active_runs: int = 4  # runs of one DAG at once (ACME_MAX_ACTIVE_RUNS)
     retry_delay_s: int | None = None  # caps every task's retry delay (cluster policy); None = the DAGs' own
     extra_env: dict[str, str] = field(default_factory=dict)  # further AIRFLOW__/ACME_ settings
@@ -182,7 +182,14 @@ def stack_env(settings: StackSettings) -> dict[str, str]:
         "AIRFLOW__API__BASE_URL": api,
         "AIRFLOW__API_AUTH__JWT_SECRET": state["jwt_secret"],
         "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "10",
+        # One parsing process (Airflow: 2): each holds ~180 MB RSS while it parses, and the stack's
+        # memory peak of a Seren-scale day came at a parse (benchmarks/README.md).
+        "AIRFLOW__DAG_PROCESSOR__PARSING_PROCESSES": "1",
         "AIRFLOW__SCHEDULER__SCHEDULER_HEARTBEAT_SEC": "2",
+        # The scheduler's loop sleeps this long when it found nothing to do (Airflow: 1 s): a finished
+        # task's successor is scheduled on the next pass, so every hand-over on a crash's way to its
+        # restart waits half of it on average.
+        "AIRFLOW__SCHEDULER__SCHEDULER_IDLE_SLEEP_TIME": "0.25",
         # A task's supervisor waits in select() up to this long between looks at its task process: once
         # the task's sockets have closed, the process's exit is noticed only then, and until then the
         # Celery slot stays taken (up to 5 s, Airflow's default, after every task: seconds on a crash's
@@ -205,6 +212,9 @@ def stack_env(settings: StackSettings) -> dict[str, str]:
         "AWS_DEFAULT_REGION": "us-east-1",
         "AWS_ENDPOINT_URL_S3": s3,
         "GX_ANALYTICS_ENABLED": "false",
+        # This tree's plugins first: an editable install elsewhere (a .pth file of the venv) would
+        # otherwise give the workers another tree's acme and acme_airflow.
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT / "plugins"), os.environ.get("PYTHONPATH")])),
     }
     env.update(settings.extra_env)
     return env
@@ -284,7 +294,7 @@ def _command(settings: StackSettings, name: str) -> list[str]:
         return [
             airflow, "celery", "worker", "--skip-serve-logs", "--without-gossip", "--without-mingle",
             "--celery-hostname", f"acme-worker@{settings.database}",
-            "--concurrency", str(settings.worker_concurrency),
+            "--concurrency", stack_env(settings)["AIRFLOW__CELERY__WORKER_CONCURRENCY"],
         ]  # fmt: skip
     raise StackError(f"unknown service {name!r}; services: {', '.join(SERVICES)}")
 
@@ -359,20 +369,40 @@ def group_pids(pgid: int) -> list[int]:
     return pids
 
 
-def stack_rss_bytes(settings: StackSettings) -> int:
-    """Resident memory of every process of the stack (all its process groups), summed."""
-    total = 0
+def _memory_kib(pid: int) -> tuple[int, int]:
+    """(RSS, PSS) of one process in KiB; (0, 0) when it is gone. PSS shares each page among the processes
+    mapping it (forked workers share most of their parent's pages), so PSS sums to what the stack holds."""
+    rss = pss = 0
+    try:
+        for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+            if line.startswith("Rss:"):
+                rss = int(line.split()[1])
+            elif line.startswith("Pss:"):
+                pss = int(line.split()[1])
+    except (OSError, ValueError):
+        return 0, 0
+    return rss, pss
+
+
+def stack_memory(settings: StackSettings) -> dict[str, dict[str, int]]:
+    """Per service: its processes (every member of its process group), their summed RSS and PSS in bytes."""
+    memory = {}
     for name in SERVICES:
         pid = service_pid(settings, name)
-        for member in group_pids(pid) if pid else []:
-            try:
-                status = Path(f"/proc/{member}/status").read_text()
-            except OSError:
-                continue
-            for line in status.splitlines():
-                if line.startswith("VmRSS:"):
-                    total += int(line.split()[1]) * 1024
-    return total
+        members = group_pids(pid) if pid else []
+        sizes = [_memory_kib(member) for member in members]
+        memory[name] = {
+            "processes": len(members),
+            "rss": sum(rss for rss, _ in sizes) * 1024,
+            "pss": sum(pss for _, pss in sizes) * 1024,
+        }
+    return memory
+
+
+def stack_rss_bytes(settings: StackSettings) -> int:
+    """Resident memory of every process of the stack (all its process groups), summed (pages shared by
+    forked processes count once per process: ``stack_memory`` has PSS too)."""
+    return sum(service["rss"] for service in stack_memory(settings).values())
 
 
 # --- shared services and health -----------------------------------------------------------------

@@ -8,7 +8,7 @@ from datetime import date
 from functools import lru_cache
 from pathlib import Path
 
-from acme import config
+from acme import settings
 from acme.errors import ConfigError
 from acme.jobs.formats import FORMAT_NAMES, FORMATS
 
@@ -32,7 +32,7 @@ class JobSource:
     def input_for(self, cluster: str, day: date) -> str:
         if self.input is None:
             raise ConfigError(f"cluster {cluster}: jobs.input is not set")
-        return self.input.format(ds=day.isoformat(), cluster=cluster, include=config.include_dir())
+        return self.input.format(ds=day.isoformat(), cluster=cluster, include=settings.project().include_dir)
 
 
 METRIC_FORMATS = ("prometheus", "prometheus-json", "exporter-text", "acmetrace-csv")
@@ -52,8 +52,6 @@ class MetricSource:
     node: str | None = None  # host of samples without a node label (a scrape taken at one exporter)
 
     def input_for(self, cluster: str, day: date) -> str:
-        from acme import settings
-
         return self.input.format(ds=day.isoformat(), cluster=cluster, include=settings.project().include_dir)
 
 
@@ -62,6 +60,32 @@ class Cluster:
     name: str
     jobs: JobSource
     metrics: MetricSource | None = None  # None: this cluster's telemetry is not ingested
+    # Where this cluster's training jobs keep their checkpoints, with {lake}, {cluster}, {job_id}; None:
+    # ACME_CHECKPOINT_URI_PATTERN (acme.recovery.checkpoint_location).
+    checkpoint_uri_pattern: str | None = None
+
+
+CHECKPOINT_PLACEHOLDERS = ("lake", "cluster", "job_id")
+
+
+def checked_checkpoint_pattern(pattern: object, where: str) -> str:
+    """``pattern`` when it is a non-empty string whose placeholders are ``{lake}``, ``{cluster}`` and
+    ``{job_id}`` only; else a ConfigError that starts with ``where``."""
+    import string
+
+    if not isinstance(pattern, str) or not pattern.strip():
+        raise ConfigError(f"{where}: must be a non-empty location pattern, got {pattern!r}")
+    try:
+        names = [name for _, name, _, _ in string.Formatter().parse(pattern) if name is not None]
+    except ValueError as exc:
+        raise ConfigError(f"{where}: {pattern!r} is not a pattern: {exc}") from None
+    unknown = [name for name in names if name not in CHECKPOINT_PLACEHOLDERS]
+    if unknown:
+        raise ConfigError(
+            f"{where}: unknown placeholder {{{unknown[0]}}} in {pattern!r} "
+            f"(use {', '.join('{' + n + '}' for n in CHECKPOINT_PLACEHOLDERS)})"
+        )
+    return pattern.strip()
 
 
 def selected_clusters(
@@ -80,7 +104,7 @@ def selected_clusters(
 
 def load_clusters(path: Path | None = None) -> dict[str, Cluster]:
     """All configured clusters, validated (a clear ConfigError for any mistake)."""
-    return dict(_load(str(path or config.clusters_file())))
+    return dict(_load(str(path or settings.project().clusters_file)))
 
 
 @lru_cache(maxsize=4)
@@ -95,15 +119,19 @@ def _load(path: str) -> tuple[tuple[str, Cluster], ...]:
     if not isinstance(clusters, dict) or not clusters:
         raise ConfigError(f"cluster configuration {path}: 'clusters' must map names to settings")
     loaded = []
-    for name, settings in clusters.items():
+    for name, entry in clusters.items():
         where = f"{path}: cluster {name!r}"
         if not is_cluster_name(name):
             raise ConfigError(f"{where}: names are lower-case letters, digits, '-' and '_'")
-        jobs = (settings or {}).get("jobs")
+        jobs = (entry or {}).get("jobs")
         if not isinstance(jobs, dict):
             raise ConfigError(f"{where}: 'jobs' settings are missing")
-        metrics = (settings or {}).get("metrics")
-        loaded.append((name, Cluster(name, _job_source(jobs, where), _metric_source(metrics, where))))
+        metrics = (entry or {}).get("metrics")
+        pattern = (entry or {}).get("checkpoint_uri_pattern")
+        if pattern is not None:
+            pattern = checked_checkpoint_pattern(pattern, f"{where}: checkpoint_uri_pattern")
+        cluster = Cluster(name, _job_source(jobs, where), _metric_source(metrics, where), pattern)
+        loaded.append((name, cluster))
     return tuple(loaded)
 
 

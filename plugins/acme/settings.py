@@ -13,6 +13,7 @@ connections (or the standard AWS environment when the command line runs outside 
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -94,24 +95,6 @@ class Env:
     def path(self, name: str, default: Path | str) -> Path:
         """A file or folder path."""
         return Path(self.text(name, str(default)))
-
-
-def env(name: str, default: str = "") -> str:
-    """A setting from the process environment, stripped; ``default`` when unset or blank."""
-    return Env().text(name, default)
-
-
-def env_number(
-    name: str,
-    default: float | str,
-    *,
-    low: float | None = None,
-    high: float | None = None,
-    above: float | None = None,
-    integer: bool = False,
-) -> float:
-    """A numeric setting from the process environment, checked (see :meth:`Env.number`)."""
-    return Env().number(name, default, low=low, high=high, above=above, integer=integer)
 
 
 def _include_dir(read: Env) -> Path:
@@ -493,6 +476,114 @@ def evaluation() -> EvaluationSettings:
 # --------------------------------------------------------------------------------------------------
 # Recovery: faulty nodes, checkpoints and restarts (section of the recovery area)
 # --------------------------------------------------------------------------------------------------
+
+# The recovery default backend is ``simulated``: the demo and the tests run with no cluster.
+RECOVERY_BACKENDS = ("simulated", "kubernetes", "slurm")
+DEFAULT_CHECKPOINT_URI_PATTERN = "{lake}/checkpoints/cluster={cluster}/job={job_id}"
+_K8S_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+
+
+@dataclass(frozen=True)
+class RecoverySettings:
+    """Everything recovery reads from the environment (``ACME_RECOVERY_*``, ``ACME_CHECKPOINT_URI_PATTERN``),
+    checked once; defaults that run offline."""
+
+    backend: str
+    """``ACME_RECOVERY_BACKEND``: ``simulated`` (default, offline), ``kubernetes`` or ``slurm``."""
+    namespace: str
+    """``ACME_RECOVERY_NAMESPACE`` (default ``training``): the Kubernetes namespace of the check pods."""
+    check_image: str
+    """``ACME_RECOVERY_CHECK_IMAGE``: the image must hold torch and acme/recovery/allgather_check.py (it runs
+    alone too)."""
+    gpus_per_node: int
+    """``ACME_RECOVERY_GPUS_PER_NODE`` (default 8)."""
+    max_nodes: int
+    """``ACME_RECOVERY_MAX_NODES`` (default 2): most nodes one recovery may cordon (blast radius)."""
+    max_share: float
+    """``ACME_RECOVERY_MAX_SHARE`` (default 0.05): most share of a job's nodes one recovery may cordon."""
+    kubernetes_conn_id: str
+    """``ACME_RECOVERY_KUBERNETES_CONN_ID`` (default ``kubernetes_default``)."""
+    taint_key: str
+    """``ACME_RECOVERY_TAINT_KEY`` (default ``acme.io/faulty``)."""
+    check_timeout_s: float
+    """``ACME_RECOVERY_CHECK_TIMEOUT_S`` (default 60)."""
+    check_args: tuple[str, ...]
+    """``ACME_RECOVERY_CHECK_ARGS``: more arguments for the check program, e.g. "--allgather-mb 64
+    --matmul-size 8192" (split on spaces)."""
+    pod_startup_timeout_s: int
+    """``ACME_RECOVERY_POD_STARTUP_TIMEOUT_S`` (default 300)."""
+    simulated_jobs_file: Path
+    """``ACME_RECOVERY_SIMULATED_JOBS`` (default include/recovery/simulated_jobs.yaml)."""
+    slurm_command_prefix: tuple[str, ...]
+    """``ACME_RECOVERY_SLURM_COMMAND_PREFIX``, e.g. "ssh slurm-login" to run srun/sbatch/scontrol on a login
+    node (split on spaces, no shell)."""
+    slurm_check_script: str
+    """``ACME_RECOVERY_SLURM_CHECK_SCRIPT`` (default acme/recovery/allgather_check.py)."""
+    slurm_partition: str | None
+    """``ACME_RECOVERY_SLURM_PARTITION`` (default none)."""
+    slurm_python: str
+    """``ACME_RECOVERY_SLURM_PYTHON``: the Python with torch on the nodes (a path the nodes share, e.g. a venv
+    on NFS; default ``python3``)."""
+    lock_ttl_s: float
+    """``ACME_RECOVERY_LOCK_TTL_S`` (default 7200): a job's recovery marker older than this is stale."""
+    dry_run: bool
+    """Whether a recovery is a dry run unless its run says otherwise (``ACME_RECOVERY_DRY_RUN``, default
+    true): the one setting for both the diagnosis' recovery requests and ``recover_training``'s Param
+    default. ``false`` makes both live (cordons and restarts)."""
+    checkpoint_uri_pattern: str | None
+    """Where a job's checkpoints are when its run gives no ``checkpoint_uri``, its job record none and its
+    cluster's entry in ``include/config/clusters.yaml`` no ``checkpoint_uri_pattern``
+    (``ACME_CHECKPOINT_URI_PATTERN``, None when unset: ``DEFAULT_CHECKPOINT_URI_PATTERN``,
+    ``{lake}/checkpoints/cluster={cluster}/job={job_id}``; e.g. ``s3://ckpt/{cluster}/{job_id}``).
+    Placeholders: ``{lake}``, ``{cluster}``, ``{job_id}``."""
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> RecoverySettings:
+        """The current settings; a ConfigError names the bad variable."""
+        from acme.clusters import checked_checkpoint_pattern
+
+        read = Env(environ)
+        namespace = read.text("ACME_RECOVERY_NAMESPACE", "training")
+        if not _K8S_NAME.match(namespace):
+            raise ConfigError(f"ACME_RECOVERY_NAMESPACE={namespace!r} is not a Kubernetes namespace name")
+        max_nodes_raw = read.text("ACME_RECOVERY_MAX_NODES", "2")
+        if not max_nodes_raw.isdigit():
+            raise ConfigError(f"ACME_RECOVERY_MAX_NODES={max_nodes_raw!r} must be a whole number >= 0")
+        pattern = read.text("ACME_CHECKPOINT_URI_PATTERN") or None
+        if pattern is not None:
+            pattern = checked_checkpoint_pattern(pattern, "ACME_CHECKPOINT_URI_PATTERN")
+        return cls(
+            backend=read.choice("ACME_RECOVERY_BACKEND", "simulated", RECOVERY_BACKENDS),
+            namespace=namespace,
+            check_image=read.text("ACME_RECOVERY_CHECK_IMAGE", "ghcr.io/acme/allgather-check:torch2.13-cu12"),
+            gpus_per_node=int(read.number("ACME_RECOVERY_GPUS_PER_NODE", "8", above=0, integer=True)),
+            max_nodes=int(max_nodes_raw),
+            max_share=read.number("ACME_RECOVERY_MAX_SHARE", "0.05"),
+            kubernetes_conn_id=read.text("ACME_RECOVERY_KUBERNETES_CONN_ID", "kubernetes_default"),
+            taint_key=read.text("ACME_RECOVERY_TAINT_KEY", "acme.io/faulty"),
+            check_timeout_s=read.number("ACME_RECOVERY_CHECK_TIMEOUT_S", "60", above=0),
+            check_args=tuple(read.text("ACME_RECOVERY_CHECK_ARGS", "").split()),
+            pod_startup_timeout_s=int(
+                read.number("ACME_RECOVERY_POD_STARTUP_TIMEOUT_S", "300", above=0, integer=True)
+            ),
+            simulated_jobs_file=read.path(
+                "ACME_RECOVERY_SIMULATED_JOBS", _include_dir(read) / "recovery" / "simulated_jobs.yaml"
+            ),
+            slurm_command_prefix=tuple(read.text("ACME_RECOVERY_SLURM_COMMAND_PREFIX", "").split()),
+            slurm_check_script=read.text(
+                "ACME_RECOVERY_SLURM_CHECK_SCRIPT",
+                str(Path(__file__).parent / "recovery" / "allgather_check.py"),
+            ),
+            slurm_partition=read.text("ACME_RECOVERY_SLURM_PARTITION") or None,
+            slurm_python=read.text("ACME_RECOVERY_SLURM_PYTHON", "python3"),
+            lock_ttl_s=read.number("ACME_RECOVERY_LOCK_TTL_S", "7200", above=0),
+            dry_run=read.flag("ACME_RECOVERY_DRY_RUN", True),
+            checkpoint_uri_pattern=pattern,
+        )
+
+
+def recovery() -> RecoverySettings:
+    return RecoverySettings.from_env()
 
 
 # --------------------------------------------------------------------------------------------------

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from acme.recovery.localize import WorldResult
-    from acme.recovery.settings import RecoverySettings
+    from acme.settings import RecoverySettings
 
 
 class _RankTaskInstance:

@@ -12,32 +12,18 @@ if TYPE_CHECKING:
     from acme.recovery.recover import RecoveryRequest
 
 
-def request_from_context(context: Any, lake_uri: str | None = None) -> RecoveryRequest:
-    """The checked request: the run's Params (or the diagnosis DAG's conf), keyed on ``recovery_id``
-    (default the run id); no ``checkpoint_uri`` means ``ACME_CHECKPOINT_URI_PATTERN`` (``{lake}`` is
-    ``lake_uri``)."""
-    from acme.recovery.actions import checked_name, recovery_id_from_run
-    from acme.recovery.recover import RecoveryRequest
-    from acme.recovery.settings import checkpoint_uri_for
+def request_from_context(context: Any, lake: Lake) -> RecoveryRequest:
+    """The checked request of the running recover_training run (``acme.recovery.recover.request_from_run``:
+    a request that cannot be made is recorded in the action log, then raised)."""
+    from acme.recovery.recover import request_from_run
 
-    params = context["params"]
-    run_id = context["run_id"]
-    recovery_id = params.get("recovery_id") or recovery_id_from_run(run_id)
-    default_checkpoint = None
-    if lake_uri and not (params.get("checkpoint_uri") or "").strip():
-        cluster = checked_name(params.get("cluster"), "cluster")
-        default_checkpoint = checkpoint_uri_for(
-            cluster, checked_name(str(params.get("job_id") or ""), "job_id"), lake_uri
-        )
-    return RecoveryRequest.from_params(
-        params, recovery_id, run_id, context["dag_run"].run_after, default_checkpoint=default_checkpoint
-    )
+    return request_from_run(lake, context["params"], context["run_id"], context["dag_run"].run_after)
 
 
 def task_backend(cluster: str, lake: Lake, job_id: str, nodes: Any = None) -> RecoveryBackend:
     """The configured backend; on Kubernetes its client comes from the Airflow connection."""
     from acme.recovery.backend import make_backend
-    from acme.recovery.settings import recovery_settings
+    from acme.settings import recovery as recovery_settings
 
     settings = recovery_settings()
     client = None
@@ -67,3 +53,59 @@ def recovery_failures() -> Iterator[None]:
         raise AirflowFailException(str(exc)) from exc
     except (InputError, ConfigError, RecoveryInProgressError) as exc:
         raise AirflowFailException(f"{type(exc).__name__}: {exc}") from exc
+
+
+def open_in_task(context: Any) -> list[list[str]]:
+    """``open_recovery``'s body: the request from the run, the job checked with the cluster, the marker
+    held; pushes the opened recovery as the XCom ``opened`` and returns the round-1 worlds."""
+    from acme.recovery.recover import open_recovery
+    from acme.settings import recovery as recovery_settings
+    from acme_airflow.tasks import lake_task
+
+    with recovery_failures(), lake_task() as lake:
+        request = request_from_context(context, lake)
+        backend = task_backend(request.cluster, lake, request.job_id, request.nodes)
+        opened = open_recovery(lake, request, backend, recovery_settings())
+    context["ti"].xcom_push(key="opened", value=opened)
+    return opened["round1"]
+
+
+def check_in_task(opened: dict[str, Any], world: list[str], round_number: int) -> dict[str, Any]:
+    """Check one world from a running task: the configured backend, or (live, on Kubernetes) one pod per
+    rank through the task's context (``acme.recovery.checks``)."""
+    from airflow.sdk import get_current_context
+
+    from acme.recovery.checks import world_checker
+    from acme.recovery.recover import RecoveryRequest
+    from acme.settings import recovery as recovery_settings
+    from acme_airflow.tasks import lake_task
+
+    request = RecoveryRequest.from_dict(opened["request"])
+    with recovery_failures(), lake_task() as lake:
+        settings = recovery_settings()
+
+        def launch_pods(world: Any, round_number: int, check_id: str, labels: dict[str, str]) -> Any:
+            from acme_airflow.check_pods import run_world_as_pods
+
+            return run_world_as_pods(world, round_number, check_id, settings, get_current_context(), labels)
+
+        def backend() -> RecoveryBackend:
+            return task_backend(request.cluster, lake, request.job_id, request.nodes)
+
+        return world_checker(settings, request, backend, launch_pods).check(
+            lake, request, world, round_number
+        )
+
+
+def finish_in_task(
+    opened: dict[str, Any], round1: list[dict[str, Any]], round2: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """``decide_and_restart``'s body (``acme.recovery.recover.finish_recovery``)."""
+    from acme.recovery.recover import RecoveryRequest, finish_recovery
+    from acme.settings import recovery as recovery_settings
+    from acme_airflow.tasks import lake_task
+
+    request = RecoveryRequest.from_dict(opened["request"])
+    with recovery_failures(), lake_task() as lake:
+        backend = task_backend(request.cluster, lake, request.job_id, request.nodes)
+        return finish_recovery(lake, request, backend, opened, round1, round2, recovery_settings())

@@ -49,10 +49,10 @@ def test_a_scheduled_day_without_bundled_input_is_skipped_once_with_the_reason(a
 def test_missing_bundled_samples_are_left_out_and_other_inputs_kept(tmp_path):
     from airflow.sdk.exceptions import AirflowSkipException
 
-    from acme import config
+    from acme import settings
     from acme_airflow.params import without_missing_sample_days
 
-    samples = config.include_dir() / "sample_data" / "jobs"
+    samples = settings.project().include_dir / "sample_data" / "jobs"
     day = date(2026, 11, 30)
 
     def planned(cluster: str, uri: Path) -> dict:

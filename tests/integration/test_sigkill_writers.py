@@ -257,7 +257,7 @@ def recovery_scenario() -> Scenario:
 
     def open_recovery(lake, xcom):
         from acme.recovery.recover import open_recovery as open_steps
-        from acme.recovery.settings import recovery_settings
+        from acme.settings import recovery as recovery_settings
 
         return open_steps(lake, request(lake), backend(lake), recovery_settings())
 
@@ -283,7 +283,7 @@ def recovery_scenario() -> Scenario:
     def take_out(lake, xcom):
         from acme.recovery.blast_radius import BlastRadiusLimit
         from acme.recovery.recover import take_out_faulty
-        from acme.recovery.settings import recovery_settings
+        from acme.settings import recovery as recovery_settings
 
         settings = recovery_settings()
         limit = BlastRadiusLimit(settings.max_nodes, settings.max_share)

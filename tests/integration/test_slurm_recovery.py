@@ -23,9 +23,9 @@ import pytest
 from acme.lake import Lake
 from acme.recovery.actions import ActionLog
 from acme.recovery.recover import RecoveryRequest, recover
-from acme.recovery.settings import recovery_settings
 from acme.recovery.slurm_backend import SlurmBackend, SlurmCommandError, parse_oneliner
 from acme.recovery.synth_checkpoints import write_checkpoint
+from acme.settings import recovery as recovery_settings
 from tests.integration.conftest import free_port
 
 pytestmark = pytest.mark.integration

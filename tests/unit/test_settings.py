@@ -13,12 +13,6 @@ from acme.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[2]
 
-# Files that still read ACME_* variables themselves; issue 18 moves each into acme/settings.py.
-# One line per file: remove a file's line when its reads have moved.
-NOT_YET_MOVED = {
-    "plugins/acme/recovery/settings.py",
-}
-
 # A read: os.environ / os.getenv / an env helper with an ACME_ name on the same line, or os.environ read by
 # a variable `name` (a loop over ACME_ names).
 READ = re.compile(
@@ -85,11 +79,11 @@ def test_only_the_settings_module_reads_acme_variables():
         relative = path.relative_to(ROOT).as_posix()
         if relative != "plugins/acme/settings.py" and READ.search(path.read_text()):
             readers.add(relative)
-    assert readers <= NOT_YET_MOVED, (
-        f"read ACME_* outside acme/settings.py: {sorted(readers - NOT_YET_MOVED)}"
-    )
+    assert not readers, f"read ACME_* outside acme/settings.py: {sorted(readers)}"
 
 
-def test_the_list_of_files_not_yet_moved_is_current():
-    missing = sorted(p for p in NOT_YET_MOVED if not (ROOT / p).exists())
-    assert not missing, f"no longer exist, remove from NOT_YET_MOVED: {missing}"
+def test_the_check_finds_a_read():
+    assert READ.search('    raw = os.environ.get("ACME_X", "")')
+    assert READ.search('    value = env("ACME_X", "1")')
+    assert READ.search("        raw = os.environ.get(name, '')")
+    assert not READ.search('    """The lake root (``ACME_LAKE_URI``)."""')

@@ -47,10 +47,10 @@ class Route:
 
 def recovery_dry_run() -> bool:
     """Whether the recovery requests of the diagnosis are dry runs: the one setting recovery's own default
-    follows too (``ACME_RECOVERY_DRY_RUN``, read by the recovery area's settings)."""
-    from acme.recovery.settings import dry_run_default
+    follows too (``ACME_RECOVERY_DRY_RUN``: ``acme.settings.RecoverySettings.dry_run``)."""
+    from acme import settings
 
-    return dry_run_default()
+    return settings.recovery().dry_run
 
 
 def route(record: DiagnosisRecord, job: dict[str, Any] | None) -> Route:

@@ -78,7 +78,9 @@ def utc_now() -> str:
 
 
 def job_prefix(cluster: str, job_id: str) -> str:
-    return f"recovery/cluster={checked_name(cluster, 'cluster')}/job={checked_name(job_id, 'job_id')}"
+    from acme import lake_keys
+
+    return lake_keys.recovery_job(checked_name(cluster, "cluster"), checked_name(job_id, "job_id"))
 
 
 class ActionLog:
@@ -208,5 +210,5 @@ def release_job(lake: Lake, cluster: str, job_id: str, recovery_id: str) -> bool
         held = lake.read_json(key)
         if not held or held.get("recovery_id") != recovery_id:
             return False
-        lake.fs.rm(lake.path(key))
+        lake.remove(key)
         return True

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from acme import lake_keys
 from acme.errors import ConfigError, InputError
 from acme.recovery.localize import SimulatedCluster, WorldResult
 
@@ -102,7 +103,7 @@ class SimulatedBackend:
         self.job_id = job_id  # whose nodes answer the checks (a node may appear in several test jobs)
         self.jobs_file = Path(jobs_file)
         self.lake = lake
-        self.state_key = f"recovery/simulated/cluster={cluster}/state.json"
+        self.state_key = lake_keys.simulated_backend_state(cluster)
         self._jobs = dict(_load_simulated_jobs(self.jobs_file).get(cluster) or {})
         if job_id and job_id not in self._jobs and nodes:
             # Not in the file: the job the request describes, on its nodes, with no simulated fault.
@@ -200,7 +201,7 @@ def make_backend(
     ``kube_client`` is a ``kubernetes.client.CoreV1Api`` (inside Airflow, from the Kubernetes
     connection); without one the Kubernetes backend loads the default kubeconfig.
     """
-    from acme.recovery.settings import recovery_settings
+    from acme.settings import recovery as recovery_settings
 
     settings = recovery_settings()
     if settings.backend == "simulated":

@@ -443,17 +443,7 @@ def _choice_reason(
 
 def listing_from_lake(lake: Lake, prefix: str) -> list[StoredObject]:
     """Every object under ``prefix`` with its size, from one listing of the store (keys, no checksums)."""
-    base = lake.path(prefix)
-    if not lake.fs.exists(base):
-        return []
-    root = lake.root.rstrip("/") + "/"
-    listing = []
-    for path, info in sorted(lake.fs.find(base, detail=True).items()):
-        key = path[len(root) :] if path.startswith(root) else path
-        if ".tmp-" in key:
-            continue
-        listing.append(StoredObject(key, int(info.get("size") or 0)))
-    return listing
+    return [StoredObject(item.key, item.size) for item in lake.find(prefix)]
 
 
 def choose_checkpoint_in_lake(
@@ -475,7 +465,7 @@ def choose_checkpoint_in_lake(
         metrics = read_training_metrics(lake.read_bytes(metrics_key), lake.url(metrics_key))
 
     def open_shard(key: str) -> BinaryIO:
-        return lake.fs.open(lake.path(key), "rb")
+        return lake.open(key)
 
     try:
         choice = choose_checkpoint(

@@ -33,7 +33,7 @@ from acme.recovery.backend import JobInfo, RestartPlan, UnknownJobError
 
 if TYPE_CHECKING:
     from acme.recovery.localize import WorldResult
-    from acme.recovery.settings import RecoverySettings
+    from acme.settings import RecoverySettings
 
 JOB_LABEL = "acme.io/job-id"
 RANK_LABEL = "acme.io/rank"

@@ -44,7 +44,7 @@ from acme.recovery.localize import Localization, WorldResult, decide, plan_round
 if TYPE_CHECKING:
     from acme.lake import Lake
     from acme.recovery.backend import RecoveryBackend
-    from acme.recovery.settings import RecoverySettings
+    from acme.settings import RecoverySettings
 
 
 class NeedsPersonError(AcmeError):
@@ -81,9 +81,11 @@ class RecoveryRequest:
         run_id: str,
         started: datetime,
         default_checkpoint: str | None = None,
+        default_from: str = "ACME_CHECKPOINT_URI_PATTERN",
     ) -> RecoveryRequest:
         """Checked request from run Params; ``detected_at`` defaults to ``started`` (the run's start) and an
-        empty ``checkpoint_uri`` to ``default_checkpoint`` (from ``ACME_CHECKPOINT_URI_PATTERN``)."""
+        empty ``checkpoint_uri`` to ``default_checkpoint`` (found by ``default_from``, the setting named
+        when no healthy checkpoint is there)."""
         nodes = params.get("nodes")
         if isinstance(nodes, str):
             nodes = [part.strip() for part in nodes.replace("\n", ",").split(",") if part.strip()]
@@ -98,7 +100,7 @@ class RecoveryRequest:
         if (
             checkpoint is None or (isinstance(checkpoint, str) and not checkpoint.strip())
         ) and default_checkpoint:
-            checkpoint, checkpoint_from = default_checkpoint, "ACME_CHECKPOINT_URI_PATTERN"
+            checkpoint, checkpoint_from = default_checkpoint, default_from
         if not isinstance(checkpoint, str) or not checkpoint.strip():
             raise InputError("checkpoint_uri", "missing: where the job's checkpoints are (folder or s3://…)")
         detected = params.get("detected_at") or started.astimezone(UTC).isoformat()
@@ -139,6 +141,46 @@ class RecoveryRequest:
 
 def action_log(lake: Lake, request: RecoveryRequest) -> ActionLog:
     return ActionLog(lake, request.cluster, request.job_id, request.recovery_id)
+
+
+def request_from_run(
+    lake: Lake, params: Mapping[str, Any], run_id: str, started: datetime
+) -> RecoveryRequest:
+    """The checked request of a run: its Params (or the diagnosis' conf), keyed on ``recovery_id`` (default
+    the run id); an empty ``checkpoint_uri`` is found by ``acme.recovery.checkpoint_location`` (the
+    cluster's configuration, then ``ACME_CHECKPOINT_URI_PATTERN``; ``{lake}`` is this lake).
+
+    A request that cannot be made (a bad Param, an unreadable cluster configuration or pattern) is
+    still recorded, as a failed ``request`` step of the action log, when the cluster, job id and
+    recovery id can name one; then the error is raised.
+    """
+    from acme.errors import ConfigError
+    from acme.recovery.actions import SAFE_NAME, recovery_id_from_run
+    from acme.recovery.checkpoint_location import checkpoint_location
+
+    recovery_id = params.get("recovery_id") or recovery_id_from_run(run_id)
+    cluster, job_id = params.get("cluster"), str(params.get("job_id") or "")
+    try:
+        location = None
+        if not (params.get("checkpoint_uri") or "").strip():
+            location = checkpoint_location(
+                checked_name(cluster, "cluster"), checked_name(job_id, "job_id"), lake.uri
+            )
+        return RecoveryRequest.from_params(
+            params, recovery_id, run_id, started,
+            default_checkpoint=location.uri if location else None,
+            default_from=location.source if location else "ACME_CHECKPOINT_URI_PATTERN",
+        )  # fmt: skip
+    except (InputError, ConfigError) as exc:
+        names = (cluster, job_id, recovery_id)
+        if all(isinstance(n, str) and SAFE_NAME.match(n) and ".." not in n for n in names):
+            now = utc_now()
+            ActionLog(lake, str(cluster), job_id, str(recovery_id)).append(
+                {"step": "request", "idempotency_key": None, "dry_run": bool(params.get("dry_run")),
+                 "inputs": {"params": dict(params), "run_id": run_id}, "started_at": now, "ended_at": now,
+                 "seconds": 0.0, "status": "failed", "error": f"{type(exc).__name__}: {exc}", "result": {}}
+            )  # fmt: skip
+        raise
 
 
 # --- the steps ----------------------------------------------------------------------------------
@@ -188,10 +230,6 @@ def open_recovery(
         "round1": worlds,
         "action_log": lake.url(log.key),
     }
-
-
-def world_to_dict(result: WorldResult) -> dict[str, Any]:
-    return result.to_dict()
 
 
 def world_from_dict(data: Mapping[str, Any]) -> WorldResult:
@@ -407,6 +445,26 @@ def close_recovery(lake: Lake, request: RecoveryRequest) -> bool:
 # --- all in one process -------------------------------------------------------------------------
 
 
+def finish_recovery(
+    lake: Lake,
+    request: RecoveryRequest,
+    backend: RecoveryBackend,
+    opened: Mapping[str, Any],
+    round1: Sequence[Mapping[str, Any]],
+    round2: Sequence[Mapping[str, Any]],
+    settings: RecoverySettings,
+) -> dict[str, Any]:
+    """From the two rounds' results to the restart: decide → take out the faulty nodes (blast-radius limit,
+    cordon or drain) → choose the checkpoint → restart; each step its own record in the action log."""
+    verdict = decide_faults(lake, request, round1, round2)
+    limit = BlastRadiusLimit(settings.max_nodes, settings.max_share)
+    taken_out = take_out_faulty(lake, request, backend, verdict, opened["job"]["nodes"], limit)
+    checkpoint = choose_restart_checkpoint(lake, request)
+    restarted = restart_job(lake, request, backend, opened["job"], verdict, taken_out, checkpoint)
+    return {"verdict": verdict, "taken_out": taken_out, "checkpoint": checkpoint, "restart": restarted,
+            "action_log": opened["action_log"]}  # fmt: skip
+
+
 def recover(
     lake: Lake, request: RecoveryRequest, backend: RecoveryBackend, settings: RecoverySettings
 ) -> dict[str, Any]:
@@ -415,12 +473,6 @@ def recover(
     try:
         round1 = [check_world(lake, request, backend, w, 1) for w in opened["round1"]]
         round2 = [check_world(lake, request, backend, w, 2) for w in plan_second_round(request, round1)]
-        verdict = decide_faults(lake, request, round1, round2)
-        limit = BlastRadiusLimit(settings.max_nodes, settings.max_share)
-        taken_out = take_out_faulty(lake, request, backend, verdict, opened["job"]["nodes"], limit)
-        checkpoint = choose_restart_checkpoint(lake, request)
-        restarted = restart_job(lake, request, backend, opened["job"], verdict, taken_out, checkpoint)
+        return finish_recovery(lake, request, backend, opened, round1, round2, settings)
     finally:
         close_recovery(lake, request)
-    return {"verdict": verdict, "taken_out": taken_out, "checkpoint": checkpoint, "restart": restarted,
-            "action_log": opened["action_log"]}  # fmt: skip

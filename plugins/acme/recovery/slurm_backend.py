@@ -30,7 +30,7 @@ from acme.recovery.backend import JobInfo, RestartPlan, UnknownJobError
 
 if TYPE_CHECKING:
     from acme.recovery.localize import WorldResult
-    from acme.recovery.settings import RecoverySettings
+    from acme.settings import RecoverySettings
 
 JOB_ID = re.compile(r"^[0-9]{1,12}(_[0-9]{1,9})?$")
 NODE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")

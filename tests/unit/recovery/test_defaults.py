@@ -7,8 +7,18 @@ from datetime import UTC, datetime
 import pytest
 
 from acme.errors import ConfigError, InputError
+from acme.recovery.checkpoint_location import checkpoint_location
 from acme.recovery.recover import RecoveryRequest
-from acme.recovery.settings import checkpoint_uri_for, dry_run_default
+from acme.settings import recovery
+
+
+def dry_run_default() -> bool:
+    return recovery().dry_run
+
+
+def checkpoint_uri_for(cluster: str, job_id: str, lake_uri: str) -> str:
+    return checkpoint_location(cluster, job_id, lake_uri).uri
+
 
 STARTED = datetime(2026, 12, 1, 10, 0, tzinfo=UTC)
 PARAMS = {"cluster": "seren", "job_id": "8100", "nodes": ["gpu01", "gpu02"], "checkpoint_uri": ""}

@@ -13,8 +13,8 @@ from acme.lake import Lake
 from acme.recovery.actions import ActionLog, RecoveryInProgressError, acquire_job
 from acme.recovery.backend import SimulatedBackend, UnknownJobError
 from acme.recovery.recover import NeedsPersonError, RecoveryRequest, recover
-from acme.recovery.settings import recovery_settings
 from acme.recovery.synth_checkpoints import write_checkpoint, write_metrics
+from acme.settings import recovery as recovery_settings
 
 NODES = [f"n{i:02d}" for i in range(8)]
 BIG = [f"n{i:02d}" for i in range(16)]

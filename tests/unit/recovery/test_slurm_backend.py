@@ -9,7 +9,6 @@ from __future__ import annotations
 import pytest
 
 from acme.errors import InputError
-from acme.recovery.settings import recovery_settings
 from acme.recovery.slurm_backend import (
     SlurmBackend,
     SlurmCommandError,
@@ -19,6 +18,7 @@ from acme.recovery.slurm_backend import (
     resubmit_args,
     show_job_args,
 )
+from acme.settings import recovery as recovery_settings
 
 
 def test_drain_is_one_scontrol_update_with_a_cleaned_reason():
