@@ -87,19 +87,3 @@ write_metrics  # tests (recovery/synth_checkpoints.py)
 
 # shared
 
-# --- 3. issue 18 foundation: used as the areas move onto it (the lead empties this at merge) ------
-key_of  # acme.lake_keys / Lake / lake_task: adopted by the areas in phase 2
-jobs_partition  # acme.lake_keys / Lake / lake_task: adopted by the areas in phase 2
-jobs_validation_record  # acme.lake_keys / Lake / lake_task: adopted by the areas in phase 2
-raw_jobs  # acme.lake_keys / Lake / lake_task: adopted by the areas in phase 2
-quarantine_jobs  # acme.lake_keys / Lake / lake_task: adopted by the areas in phase 2
-validation_jobs  # acme.lake_keys / Lake / lake_task: adopted by the areas in phase 2
-metric_samples  # acme.lake_keys / Lake / lake_task: adopted by the areas in phase 2
-metric_snapshots  # acme.lake_keys / Lake / lake_task: adopted by the areas in phase 2
-quarantine_metrics  # acme.lake_keys / Lake / lake_task: adopted by the areas in phase 2
-validation_metrics  # acme.lake_keys / Lake / lake_task: adopted by the areas in phase 2
-job_logs  # acme.lake_keys / Lake / lake_task: adopted by the areas in phase 2
-detection_episode  # acme.lake_keys / Lake / lake_task: adopted by the areas in phase 2
-detection_evidence_log  # acme.lake_keys / Lake / lake_task: adopted by the areas in phase 2
-recovery_job  # acme.lake_keys / Lake / lake_task: adopted by the areas in phase 2
-simulated_backend_state  # acme.lake_keys / Lake / lake_task: adopted by the areas in phase 2

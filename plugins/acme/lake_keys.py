@@ -73,21 +73,12 @@ def raw_jobs(cluster: str, day: date | str | None, name: str) -> str:
 
 
 def job_input_artifact(area: str, cluster: str, day: date | str | None, name: str) -> str:
-    """A per-input artifact of the job ingest (``area`` ``quarantine`` or ``validation``)."""
+    """A per-input artifact of the job ingest: its rejected rows (``area`` ``quarantine``, under
+    :data:`QUARANTINE_JOBS`) or its validation report (``validation``)."""
     return f"{area}/jobs/cluster={cluster}/date={_day(day)}/{name}"
 
 
 QUARANTINE_JOBS = "quarantine/jobs"
-
-
-def quarantine_jobs(cluster: str, day: date | str | None, name: str) -> str:
-    """Rows of one job input that failed validation."""
-    return f"{QUARANTINE_JOBS}/cluster={cluster}/date={_day(day)}/{name}"
-
-
-def validation_jobs(cluster: str, day: date | str | None, name: str) -> str:
-    """The validation report of one job input."""
-    return job_input_artifact("validation", cluster, day, name)
 
 
 # --- staging ---------------------------------------------------------------------------------------

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
+from acme import lake_keys
 from acme.errors import ConfigError
 
 # plugins/acme/settings.py -> the project root (also /opt/airflow in the container image).
@@ -222,7 +223,7 @@ def metrics() -> MetricsSettings:
 # --------------------------------------------------------------------------------------------------
 
 DIAGNOSIS_EMBEDDINGS = ("minilm", "lexical")
-DEFAULT_DIAGNOSIS_LOG_PATTERN = "{lake}/logs/cluster={cluster}/job={job_id}/*.log*"
+DEFAULT_DIAGNOSIS_LOG_PATTERN = "{lake}/" + lake_keys.job_logs("{cluster}", "{job_id}") + "/*.log*"
 _DIAGNOSIS_LOG_PATTERN_FIELDS = ("lake", "cluster", "job_id", "date")
 
 

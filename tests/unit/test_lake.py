@@ -93,7 +93,9 @@ def test_the_layout_partitions_by_cluster_and_day():
     assert lake_keys.metric_samples("gpu_util", "kalos", "2023-07-02") == (
         "metrics/metric=gpu_util/cluster=kalos/date=2023-07-02/samples.parquet"
     )
-    assert lake_keys.quarantine_jobs("seren", None, "in.parquet").endswith("date=undated/in.parquet")
+    assert lake_keys.job_input_artifact("quarantine", "seren", None, "in.parquet") == (
+        "quarantine/jobs/cluster=seren/date=undated/in.parquet"
+    )
     assert lake_keys.diagnosis_message("seren", "2023-07-01", "../job 1").endswith(
         "/date=2023-07-01/_job_1.json"
     )
