@@ -153,6 +153,11 @@ def checkpoint_events(cluster: str, day: date | str) -> str:
     return f"checkpoints/cluster={cluster}/date={_day(day)}/events.parquet"
 
 
+def job_checkpoints(cluster: str, job_id: str) -> str:
+    """The default folder of a job's checkpoints (when neither its record nor its cluster names one)."""
+    return f"checkpoints/cluster={cluster}/job={job_id}"
+
+
 def job_logs(cluster: str, job_id: str) -> str:
     """The default folder of a job's runtime logs."""
     return f"logs/cluster={cluster}/job={job_id}"

@@ -480,7 +480,7 @@ def evaluation() -> EvaluationSettings:
 
 # The recovery default backend is ``simulated``: the demo and the tests run with no cluster.
 RECOVERY_BACKENDS = ("simulated", "kubernetes", "slurm")
-DEFAULT_CHECKPOINT_URI_PATTERN = "{lake}/checkpoints/cluster={cluster}/job={job_id}"
+DEFAULT_CHECKPOINT_URI_PATTERN = "{lake}/" + lake_keys.job_checkpoints("{cluster}", "{job_id}")
 _K8S_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 
 
