@@ -146,9 +146,12 @@ class _Hook:
                 return original_rm(self, path, *args, **kwargs)
             call = hook.enter("rm", str(path))
             hook.maybe_kill(call, "before")
-            result = original_rm(self, path, *args, **kwargs)
-            hook.maybe_kill(call, "after")
-            return result
+            try:
+                return original_rm(self, path, *args, **kwargs)
+            finally:
+                # Also after a rm of a missing file (FileNotFoundError, which Lake.remove expects):
+                # the process can die right after that call too.
+                hook.maybe_kill(call, "after")
 
         @contextlib.contextmanager
         def lock(self, name, *args, **kwargs):
