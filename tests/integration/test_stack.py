@@ -295,11 +295,11 @@ def test_cli_backfill_of_three_days_runs_two_at_a_time_and_publishes_each_job_on
 def test_run_survives_a_worker_killed_mid_task(stack, api):
     run_id = trigger(api, {"day": "2023-07-02", "cluster": "seren"})
 
-    def validate_running():
+    def ingest_running():
         tasks = api.get(f"/api/v2/dags/{DAG_ID}/dagRuns/{run_id}/taskInstances")["task_instances"]
-        return [t for t in tasks if t["task_id"] == "validate" and t["state"] == "running"]
+        return [t for t in tasks if t["task_id"] == "ingest" and t["state"] == "running"]
 
-    wait_for(validate_running, 240, "the validate task to run", stack, poll_s=0.2)
+    wait_for(ingest_running, 240, "the ingest task to run", stack, poll_s=0.2)
     killed_worker = service_pid(stack, "worker")
     assert stop_service(stack, "worker", signal.SIGKILL)
     assert service_pid(stack, "worker") is None
@@ -308,8 +308,8 @@ def test_run_survives_a_worker_killed_mid_task(stack, api):
 
     assert wait_for_run(api, stack, run_id, timeout_s=360) == "success"
     tasks = api.get(f"/api/v2/dags/{DAG_ID}/dagRuns/{run_id}/taskInstances")["task_instances"]
-    validate = next(t for t in tasks if t["task_id"] == "validate")
-    assert validate["try_number"] >= 2, "the killed attempt should have been retried"
+    ingest = next(t for t in tasks if t["task_id"] == "ingest")
+    assert ingest["try_number"] >= 2, "the killed attempt should have been retried"
     published = published_job_ids(stack, "seren", "2023-07-02")
     assert sorted(published) == sorted(sample_job_ids("seren", "2023-07-02"))
     assert len(published) == len(set(published))
