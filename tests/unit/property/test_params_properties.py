@@ -210,7 +210,7 @@ def run_plan(dag_id: str, params: dict, lake) -> object:
         from acme.lake import open_lake
         from acme_airflow.recovery import request_from_context
 
-        request = request_from_context(context)
+        request = request_from_context(context, lake)
         if request.metrics_file:
             checkpoints = open_lake(request.checkpoint_uri)
             if checkpoints.is_local:
@@ -303,17 +303,20 @@ def test_a_report_period_with_a_trailing_newline_plans_its_plain_label(lake, dag
 @pytest.mark.parametrize(
     "metrics_file", ["../../../etc/passwd", "/etc/passwd", "a/../../x", "s3://b/m.csv", "m\x00"]
 )
-def test_a_metrics_file_param_cannot_leave_the_checkpoint_location(dags, metrics_file):
+def test_a_metrics_file_param_cannot_leave_the_checkpoint_location(dags, metrics_file, tmp_path):
     """Regression: ``metrics_file`` is read relative to the checkpoint location; ``..`` reached any file."""
+    from acme.lake import Lake
     from acme_airflow.recovery import request_from_context
+
+    lake = Lake(str(tmp_path / "lake"))  # where a request that cannot be made is recorded
 
     overrides = {"checkpoint_uri": "/data/ckpt/run-1", "metrics_file": metrics_file,
                  "job_id": "job-1", "nodes": ["n1"]}  # fmt: skip
     params = accepted_params(dags["recover_training"], overrides)
     with pytest.raises(InputError, match="metrics_file"):
-        request_from_context(context_for(params))
+        request_from_context(context_for(params), lake)
     params = accepted_params(dags["recover_training"], {**overrides, "metrics_file": "logs/metrics.csv"})
-    assert request_from_context(context_for(params)).metrics_file == "logs/metrics.csv"
+    assert request_from_context(context_for(params), lake).metrics_file == "logs/metrics.csv"
 
 
 def test_a_model_size_past_float_range_is_refused_not_a_hang(dags):
