@@ -157,7 +157,8 @@ _STRONG_ERROR_RE = re.compile(
       | \b(?:FATAL|FAILURE|FAILED|SEVERE|ERROR|CRITICAL|PANIC|EMERG|ALERT)\b|\bpanic\b
       | ^\s*\[?E\d{0,4}[\s\]]\S|\[E\ [\w.]+:\d+\]|^\s*E\d{4}\ \d
       | Watchdog\ caught|watchdog\ thread\ terminated|DUE\ TO\ (?:NODE\ FAILURE|TIME\ LIMIT)|NODE_FAIL
-      | slurmstepd:\ error|\berror:\ unrecognized\ arguments|\berror:\ (?:argument|the\ following)""",
+      | slurmstepd:\ error|\berror:\ unrecognized\ arguments|\berror:\ (?:argument|the\ following)
+      | \bTERM_[A-Z_]+:""",
     re.VERBOSE,
 )
 _WEAK_ERROR_RE = re.compile(
@@ -392,7 +393,7 @@ _ERROR_TRIGGERS = (
     "timeout", "refused", "unreachable", "connection reset", "connection closed", "no space left",
     "permission denied", "no such file", "fault", "evicted", "preempt", "low on resource", "lost",
     "got completion", "loss is", "| nan", "| inf", "cannot connect", "unable to connect", "exhausted",
-    "interrupt", "death signal",
+    "interrupt", "death signal", "term_",
 )  # fmt: skip
 
 

@@ -240,3 +240,14 @@ def test_a_nan_loss_that_training_recovered_from_is_not_blamed():
     assert diagnose_log([spike, *after, crash]).reason == "CUDAError"
     # A NaN the training did not get past is the failure.
     assert diagnose_log([*after, spike]).reason == "LossSpike"
+
+
+def test_an_lsf_termination_reason_is_an_error_line():
+    from acme.diagnosis.compress import is_error_line
+
+    # LSF's job summary ends with the termination reason; "killed" in lower case is no strong signal alone.
+    assert is_error_line("TERM_OWNER: job killed by owner.")
+    assert is_error_line("TERM_CWD_NOTEXIST: Current working directory is not accessible")
+    assert not is_error_line("Successfully completed.")
+    kept = compress_log(["Started at Thu May 23 08:19:57 2024", "TERM_OWNER: job killed by owner.", "Done"])
+    assert [(k.line, k.kind) for k in kept.lines if k.kind == KIND_ERROR] == [(2, KIND_ERROR)]

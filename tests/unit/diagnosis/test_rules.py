@@ -265,6 +265,48 @@ def test_a_users_keyboard_interrupt_is_a_user_cancellation_not_a_crash():
     assert diagnose_log(["except KeyboardInterrupt: handled, saving a checkpoint"]).reason == UNKNOWN
 
 
+def test_lsf_termination_reasons_are_scheduler_outcomes():
+    # The last lines of an LSF job's output file (DTU's cluster, TheDingodile/ML_final) and LSF's documented
+    # termination reasons; a root cause logged before the kill still wins.
+    summary = ["------------------------------------------------------------", "",
+               "TERM_OWNER: job killed by owner.", "Exited with exit code 143."]  # fmt: skip
+    assert diagnose_log(summary).reason == "JobCancelled"
+    assert diagnose_log(["TERM_RUNLIMIT: job killed after reaching LSF run time limit."]).reason == (
+        "SchedulerTimeLimit"
+    )
+    assert diagnose_log(["TERM_MEMLIMIT: job killed after reaching LSF memory usage limit."]).reason == (
+        "OutOfMemoryError"
+    )
+    assert diagnose_log(["TERM_PREEMPT: job killed after preemption."]).reason == "Preempted"
+    oom = "torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.62 GiB."
+    assert diagnose_log([oom, *summary]).reason == "OutOfMemoryError"
+    # bjobs -l / bhist -l report the reason as the job's record does: as job metadata.
+    job = {"exit_reason": "TERM_RUNLIMIT: job killed after reaching LSF run time limit"}
+    assert diagnose_log(["training step 100"], job=job).reason == "SchedulerTimeLimit"
+    # The keyword alone, not a word that contains it.
+    assert diagnose_log(["error: LONG_TERM_OWNER_CACHE not set"]).reason == UNKNOWN
+
+
+@pytest.mark.parametrize(
+    ("line", "reason"),
+    [
+        # srun's report of tasks killed by a signal, one line for a list of tasks (Slurm's format).
+        ("srun: error: frontier09310: tasks 8,11,13: Killed", "KilledBySignal"),
+        ("srun: error: frontier09310: tasks 9-10,12,14: Killed", "KilledBySignal"),
+        # UCX's report of a failed verbs call, with the call's arguments.
+        ("0: [1580511823.093560] [cgpu17:53890:1]          ib_md.c:478  UCX  ERROR ibv_reg_mr(address=0x2aab4bc00000, "
+         "length=131072, access=0xf) failed: Bad address", "NetworkError"),
+        # A DALI reader operator that could not be built: the input pipeline cannot read its data.
+        ("Error when constructing operator: readers___TFRecord encountered:", "DatasetLoadingError"),
+    ],
+)  # fmt: skip
+def test_tool_message_formats_are_general_signatures(line, reason):
+    # Lines of the corpus logs (OLCF Frontier, NERSC Cori-GPU, ALCF Polaris), diagnosed by the general rules
+    # alone: no rule written from a corpus source (``sources``) is needed for them.
+    general = [rule for rule in load_rules() if not rule.sources]
+    assert diagnose_log([line], rules=general).reason == reason
+
+
 def test_must_precede_names_known_rules():
     with pytest.raises(ConfigError, match="must_precede names unknown rules nope"):
         parse_rules({"rules": [_rule(must_precede=["nope"])]})
