@@ -9,7 +9,8 @@ import pandas as pd
 import pytest
 
 from acme.errors import InputError, SchemaDriftError
-from acme.jobs.acmetrace import KALOS_COLUMNS, SEREN_COLUMNS, parse_acmetrace
+from acme.jobs.acmetrace import KALOS_COLUMNS, SEREN_COLUMNS, parse_acmetrace_table
+from acme.jobs.schema import jobs_from_arrow
 
 
 @pytest.fixture
@@ -20,6 +21,13 @@ def seren_sample(shared_reference):
 @pytest.fixture
 def kalos_sample(shared_reference):
     return shared_reference / "acmetrace" / "samples" / "trace_kalos_sample.csv"
+
+
+def parse_acmetrace(path, cluster: str, **options):
+    """The parser's result with its rows as a canonical pandas frame, for readable checks."""
+    result = parse_acmetrace_table(path, cluster, **options)
+    result.jobs = jobs_from_arrow(result.jobs)
+    return result
 
 
 def write(tmp_path, name: str, content: bytes | str):
@@ -193,19 +201,29 @@ def broken_inputs(seren_sample) -> dict[str, bytes]:
 
 
 @pytest.mark.parametrize("day", [None, date(2023, 3, 1), date(2023, 3, 2)])
-def test_the_arrow_parse_equals_the_pandas_parse_on_clean_and_broken_files(tmp_path, seren_sample, day):
-    """``parse_acmetrace_table`` (the ingest's one data path: DuckDB's Arrow result completed in Arrow)
-    gives the same rows, rejects, accounting and notes as ``parse_acmetrace``."""
-    from acme.jobs.acmetrace import parse_acmetrace_table
-    from acme.jobs.ingest import _jobs_table
+def test_the_table_decodes_to_the_partition_schema_on_clean_and_broken_files(tmp_path, seren_sample, day):
+    """The parser holds the file's constants and low-cardinality text dictionary-encoded; decoded,
+    its table is exactly the partitions' schema, with the constants on every row, the state's
+    group, and every record accounted for."""
+    from acme.jobs.schema import STATE_GROUPS, canonical_job_table, job_arrow_schema
 
     for name, content in broken_inputs(seren_sample).items():
         path = write(tmp_path, f"{name}.csv", content)
-        frame, table = parse_acmetrace(path, "seren", day=day), parse_acmetrace_table(path, "seren", day=day)
-        assert table.jobs.equals(_jobs_table(frame.jobs)), name
-        pd.testing.assert_frame_equal(table.rejects, frame.rejects, obj=name)
-        assert (table.rows_in, table.skipped_other_days, table.notes) == (
-            frame.rows_in,
-            frame.skipped_other_days,
-            frame.notes,
-        ), name
+        result = parse_acmetrace_table(path, "seren", day=day)
+        table = canonical_job_table(result.jobs)
+        assert table.schema.equals(job_arrow_schema()), name
+        for row in table.to_pylist():
+            assert (row["cluster"], row["source"], row["source_file"]) == ("seren", "acmetrace", str(path))
+            assert [row[c] for c in ("job_name", "node_list", "exit_code", "gpu_share")] == [None] * 4
+            assert row["state_group"] == STATE_GROUPS[row["state"]], name
+        assert result.rows_in == table.num_rows + len(result.rejects) + result.skipped_other_days, name
+
+
+def test_an_unknown_state_has_no_group_and_is_left_to_validation(tmp_path, seren_sample):
+    lines = seren_sample.read_text().splitlines()
+    fields = lines[1].split(",")
+    fields[SEREN_COLUMNS.index("state")] = "EXPLODED"
+    lines[1] = ",".join(fields)
+    jobs = parse_acmetrace(write(tmp_path, "state.csv", "\n".join(lines)), "seren").jobs
+    assert jobs.loc[0, "state"] == "EXPLODED" and pd.isna(jobs.loc[0, "state_group"])
+    assert jobs.loc[1:, "state_group"].notna().all()

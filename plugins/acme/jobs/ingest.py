@@ -31,7 +31,7 @@ from acme import lake_keys, settings
 from acme.errors import InputError, InputNotFoundError, QuarantineThresholdError
 from acme.jobs.base import REJECT_COLUMNS, ParseResult, first_submit_day
 from acme.jobs.formats import FORMAT_NAMES, job_format
-from acme.jobs.schema import JOB_COLUMNS, job_arrow_schema
+from acme.jobs.schema import JOB_COLUMNS, canonical_job_table, job_arrow_schema
 from acme.lake import Lake
 
 if TYPE_CHECKING:
@@ -41,6 +41,9 @@ if TYPE_CHECKING:
     from acme.jobs.validate import TableOutcome
 
 QUARANTINE_COLUMNS = ["cluster", "source", "input", "stage", *REJECT_COLUMNS]
+# Days published at once by publish_jobs: two keep both cores of a small machine busy; more only
+# queue behind the same disk and GIL.
+PUBLISH_THREADS = 2
 
 
 @dataclass(frozen=True)
@@ -176,9 +179,9 @@ def _redact_names(table: pa.Table) -> pa.Table:
     names = table["job_name"]
     if names.null_count == len(names):
         return table
-    redacted = redact_column(names.to_pandas())
+    redacted = redact_column(names.cast(pa.large_string()).to_pandas())
     index = table.schema.get_field_index("job_name")
-    return table.set_column(index, table.schema.field(index), pa.array(redacted, pa.large_string()))
+    return table.set_column(index, job_arrow_schema().field(index), pa.array(redacted, pa.large_string()))
 
 
 def _first_day(table: pa.Table) -> date | None:
@@ -209,7 +212,7 @@ def parse_to_table(job_input: JobInput, local_path: str | Path, sink: Any = None
     table = result.jobs if _is_table(result.jobs) else _jobs_table(result.jobs)
     result.jobs = None  # the table is the one copy of the rows from here on
     if sink is not None:
-        sink.write_table(table)
+        sink.write_table(canonical_job_table(table))
     return Parsed(
         None if sink is not None else table, result.rejects, layout, result.rows_in, table.num_rows,
         result.skipped_other_days, dict(result.skipped), _first_day(table), list(result.notes),
@@ -327,8 +330,11 @@ def publish_jobs(lake: Lake, job_input: JobInput, accepted: Any, report: dict[st
     partitions; returns the partition URLs.
 
     Each day is a zero-copy slice of the table, reordered by day first only when the input
-    is not in submit order.
+    is not in submit order. Days are written by a few threads at once: each holds its own
+    partition's lock, and Parquet encoding and file writes release the GIL.
     """
+    from concurrent.futures import ThreadPoolExecutor
+
     import numpy as np
     import pyarrow as pa
     import pyarrow.compute as pc
@@ -347,7 +353,7 @@ def publish_jobs(lake: Lake, job_input: JobInput, accepted: Any, report: dict[st
     def publish_day(bound: tuple[int, int]) -> str:
         start, stop = bound
         day_text = str(days[start])
-        rows = table.slice(start, stop - start)
+        rows = canonical_job_table(table.slice(start, stop - start))
         with lake.lock(f"jobs-{job_input.cluster}-{day_text}"):
             key = lake_keys.jobs_partition(job_input.cluster, day_text)
             existing = lake.read_parquet(key) if lake.exists(key) else None
@@ -357,7 +363,10 @@ def publish_jobs(lake: Lake, job_input: JobInput, accepted: Any, report: dict[st
             _record_validation(lake, record, job_input, report, rows.num_rows, merged.num_rows)
         return url
 
-    return [publish_day(bound) for bound in bounds]
+    if len(bounds) == 1:
+        return [publish_day(bounds[0])]
+    with ThreadPoolExecutor(max_workers=PUBLISH_THREADS, thread_name_prefix="publish-day") as pool:
+        return list(pool.map(publish_day, bounds))
 
 
 def _run_starts(values) -> list[int]:
