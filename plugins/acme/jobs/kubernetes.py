@@ -709,12 +709,15 @@ def _meta(obj: dict) -> _Meta:
     )
 
 
+def _meta_spec_status(obj: dict) -> tuple[_Meta, dict, dict]:
+    """An object's metadata (checked), spec and status (empty when absent)."""
+    return _meta(obj), _dict(obj.get("spec"), "spec"), _dict(obj.get("status"), "status")
+
+
 def _parse_pod(item: _Item) -> _Pod:
     obj = item.obj
     try:
-        meta = _meta(obj)
-        spec = _dict(obj.get("spec"), "spec")
-        status = _dict(obj.get("status"), "status")
+        meta, spec, status = _meta_spec_status(obj)
         gpu, cpu, equiv, fractional = _pod_gpus(meta, spec)
         phase = status.get("phase")
         conditions = [c for c in _list(status.get("conditions"), "status.conditions") if isinstance(c, dict)]
@@ -851,9 +854,7 @@ def _pod_state(
 def _parse_job(item: _Item) -> _Job:
     obj = item.obj
     try:
-        meta = _meta(obj)
-        spec = _dict(obj.get("spec"), "spec")
-        status = _dict(obj.get("status"), "status")
+        meta, spec, status = _meta_spec_status(obj)
         template = _dict(_dict(spec.get("template"), "spec.template").get("spec"), "spec.template.spec")
         has_template = bool(template.get("containers"))
         gpu, cpu, equiv = _pod_resources(template) if has_template else (0, None, Decimal(0))
@@ -1159,9 +1160,7 @@ def _parse_object(item: _Item, present_uids: set) -> _Object:
     obj = item.obj
     kind = obj.get("kind")
     try:
-        meta = _meta(obj)
-        spec = _dict(obj.get("spec"), "spec")
-        status = _dict(obj.get("status"), "status")
+        meta, spec, status = _meta_spec_status(obj)
         job_id = meta.uid
         if kind == "Workload":
             owner_uid = meta.labels.get("kueue.x-k8s.io/job-uid") or next(
