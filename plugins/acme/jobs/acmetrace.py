@@ -111,6 +111,14 @@ def parse_acmetrace_table(
     del rows
     table = _canonical_table(jobs, {"cluster": cluster, "source": "acmetrace", "source_file": source_file})
     del jobs
+    # One chunk per column, in Arrow's memory: DuckDB's buffers are released column by column (so
+    # the copy costs one column at a time), and pandas later takes the columns without a copy.
+    columns = {}
+    for name in table.column_names:
+        columns[name] = table[name].combine_chunks()
+        table = table.drop_columns([name])
+    table = pa.table(columns)
+    del columns
     skipped = 0
     if day is not None:
         start = pa.scalar(pd_timestamp(day), pa.timestamp("us", tz="UTC"))
@@ -169,6 +177,9 @@ def _read_rows(path: str, cluster: str, source_file: str, layout: str):
     con = duckdb.connect()
     try:
         con.execute("SET TimeZone = 'UTC'")
+        # One thread: the command line imports great-expectations on the other core meanwhile, and
+        # a second reader thread holds its own buffers (about 40 MB more at the peak).
+        con.execute("SET threads = 1")
         # Text as Arrow large_string, the partitions' type, so no conversion copies every string.
         con.execute("SET arrow_large_buffer_size = true")
         _define_raw_view(con, path, LAYOUTS[layout])

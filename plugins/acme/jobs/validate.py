@@ -123,7 +123,7 @@ def _narrow_frame(table: pa.Table, columns: list[str]) -> pd.DataFrame:
     index = narrow.schema.get_field_index("job_id")
     codes = pc.dictionary_encode(narrow["job_id"].combine_chunks()).indices  # one dictionary for all rows
     narrow = narrow.set_column(index, "job_id", codes)
-    return narrow.to_pandas(types_mapper=_nullable_ints)
+    return narrow.to_pandas(types_mapper=_nullable_ints, split_blocks=True)  # numbers without nulls: no copy
 
 
 def _suite(frame: pd.DataFrame, layout: str, source_file: str) -> tuple[dict[int, list[str]], dict[str, Any]]:
@@ -370,7 +370,13 @@ def _run_suite(frame: pd.DataFrame, expectations: list, suite_name: str) -> list
     )
     suite = context.suites.add(gx.ExpectationSuite(name=suite_name, expectations=expectations))
     batch = batch_definition.get_batch(batch_parameters={"dataframe": frame})
-    validation = batch.validate(suite, result_format={"result_format": "COMPLETE"})
+    try:
+        validation = batch.validate(suite, result_format={"result_format": "COMPLETE"})
+    finally:
+        # GX keeps the last context process-wide, and with it the batch's frame (a hundred MB per
+        # million jobs) until the next validation: let it go now, before publishing.
+        context.data_sources.delete("acme")
+        del batch
     summaries = []
     for result in validation.results:
         configuration = result.expectation_config
