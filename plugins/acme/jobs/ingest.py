@@ -302,6 +302,7 @@ def validate_and_publish(
     rows; ``on_nothing`` is called (to refuse the input) when nothing was accepted or quarantined."""
     from acme.jobs.validate import validate_job_table
 
+    _release_freed_memory()  # the parse's temporaries are gone: validation starts from a smaller heap
     outcome = validate_job_table(table, layout=parsed.layout, source_file=job_input.uri)
     del table
     quarantined, quarantine_url = record_input_outcome(
@@ -309,6 +310,7 @@ def validate_and_publish(
     )
     if on_nothing is not None and outcome.accepted.num_rows == 0 and quarantined.empty:
         on_nothing()
+    _release_freed_memory()  # validation's frames are gone: publishing starts from a smaller heap
     partitions = publish_jobs(lake, job_input, outcome.accepted, outcome.report)
     return {
         "rows_in": parsed.rows_in,
@@ -320,6 +322,13 @@ def validate_and_publish(
         "quarantine": quarantine_url,
         "notes": parsed.notes,
     }
+
+
+def _release_freed_memory() -> None:
+    """Hand memory freed since the last call back to the OS (Arrow's pool asks its allocator to)."""
+    import pyarrow as pa
+
+    pa.default_memory_pool().release_unused()
 
 
 def publish_jobs(lake: Lake, job_input: JobInput, accepted: Any, report: dict[str, Any]) -> list[str]:
