@@ -26,28 +26,18 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from datetime import date
 from pathlib import Path
 
+from child_process import measured_child
+
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "benchmarks" / ".data"
 SEREN_JOBS_PER_DAY = 818_327 / 184  # the released Seren trace, March to August 2023
 
-# Popen.communicate reaps the child, so take its peak RSS from a wrapper process instead.
-WRAPPER = (
-    "import resource, subprocess, sys, time, json;"
-    "t=time.perf_counter();"
-    "p=subprocess.run(sys.argv[1:], capture_output=True);"
-    "w=time.perf_counter()-t;"
-    "r=resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss;"
-    "u=resource.getrusage(resource.RUSAGE_CHILDREN);"
-    "print(json.dumps({'rc':p.returncode,'wall_s':w,'peak_rss_mb':r/1024,'cpu_s':u.ru_utime+u.ru_stime,"
-    "'out':p.stdout.decode(),'err':p.stderr.decode()[-2000:]}))"
-)
 DUCKDB_COPY = (
     "import sys, duckdb;"
     "duckdb.sql(f\"COPY (SELECT * FROM read_csv('{sys.argv[1]}')) TO '{sys.argv[2]}' "
@@ -72,15 +62,8 @@ def synthesized_trace(jobs: int) -> Path:
 
 
 def measured(command: list[str], plugins: Path) -> dict:
-    """Wall time and peak RSS of ``command`` in a fresh process; fails loudly if it failed."""
-    env = dict(os.environ, PYTHONPATH=str(plugins), GX_ANALYTICS_ENABLED="false")
-    done = subprocess.run(
-        [sys.executable, "-c", WRAPPER, *command], capture_output=True, text=True, env=env, check=True
-    )
-    result = json.loads(done.stdout)
-    if result["rc"] != 0:
-        raise SystemExit(f"{command[:4]} failed: {result['err']}")
-    return result
+    """Wall time, CPU time and peak RSS of ``command`` in a fresh process (``plugins`` on its path)."""
+    return measured_child(command, dict(os.environ, PYTHONPATH=str(plugins), GX_ANALYTICS_ENABLED="false"))
 
 
 def cli_run(trace: Path, plugins: Path) -> dict:

@@ -21,12 +21,13 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from datetime import date
 from pathlib import Path
+
+from child_process import measured_child
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "plugins"))
@@ -56,24 +57,8 @@ def measure(folder: Path, runs: int) -> list[dict]:
                 "s = ingest_metrics_file(Lake({!r}), 'acmetrace-csv', 'seren', {!r}, {!r});"
                 "print(json.dumps({{k: s[k] for k in ('samples', 'series', 'quarantined', 'bytes', 'bytes_per_sample', 'per_metric')}}))"
             ).format(str(ROOT / "plugins"), lake, str(folder), DAY.isoformat())
-            wrapper = (
-                "import resource, subprocess, sys, time, json;"
-                "t=time.perf_counter();"
-                "p=subprocess.run(sys.argv[1:], capture_output=True);"
-                "w=time.perf_counter()-t;"
-                "r=resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss;"
-                "u=resource.getrusage(resource.RUSAGE_CHILDREN);"
-                "print(json.dumps({'rc':p.returncode,'wall_s':w,'cpu_s':u.ru_utime+u.ru_stime,'peak_rss_mb':r/1024,"
-                "'out':p.stdout.decode(),'err':p.stderr.decode()[-2000:]}))"
-            )
-            done = subprocess.run(
-                [sys.executable, "-c", wrapper, sys.executable, "-c", child], capture_output=True, check=True
-            )
-            run = json.loads(done.stdout)
-            if run["rc"] != 0:
-                raise SystemExit(f"ingest failed: {run['err']}")
+            run = measured_child([sys.executable, "-c", child])
             run["summary"] = json.loads(run.pop("out"))
-            run.pop("err")
             results.append(run)
             print(
                 f"run: {run['wall_s']:.1f} s ({run['cpu_s']:.1f} s CPU), {run['peak_rss_mb']:.0f} MiB",

@@ -9,7 +9,8 @@ import pandas as pd
 import pytest
 
 from acme.errors import InputError, SchemaDriftError
-from acme.jobs.acmetrace import KALOS_COLUMNS, SEREN_COLUMNS, parse_acmetrace
+from acme.jobs.acmetrace import KALOS_COLUMNS, SEREN_COLUMNS, parse_acmetrace_table
+from acme.jobs.schema import jobs_from_arrow
 
 
 @pytest.fixture
@@ -22,6 +23,13 @@ def kalos_sample(shared_reference):
     return shared_reference / "acmetrace" / "samples" / "trace_kalos_sample.csv"
 
 
+def parse_to_frame(path, cluster: str, **options):
+    """The parser's result with its rows as a canonical pandas frame, for readable checks."""
+    result = parse_acmetrace_table(path, cluster, **options)
+    result.jobs = jobs_from_arrow(result.jobs)
+    return result
+
+
 def write(tmp_path, name: str, content: bytes | str):
     path = tmp_path / name
     path.write_bytes(content.encode() if isinstance(content, str) else content)
@@ -29,7 +37,7 @@ def write(tmp_path, name: str, content: bytes | str):
 
 
 def test_seren_sample_rows_are_converted_to_utc_with_true_run_time(seren_sample):
-    result = parse_acmetrace(seren_sample, "seren")
+    result = parse_to_frame(seren_sample, "seren")
     jobs = result.jobs
     assert result.rows_in == 5 and len(jobs) == 5 and result.rejects.empty
     first = jobs.iloc[0]
@@ -46,7 +54,7 @@ def test_seren_sample_rows_are_converted_to_utc_with_true_run_time(seren_sample)
 
 
 def test_kalos_duration_includes_queueing_but_run_time_does_not(kalos_sample):
-    jobs = parse_acmetrace(kalos_sample, "kalos").jobs
+    jobs = parse_to_frame(kalos_sample, "kalos").jobs
     first = jobs.iloc[0]
     assert first["job_id"] == "dlctk696s0jbvitv"
     assert first["queue_s"] == 10 and first["run_s"] == 8 and first["source_duration_s"] == 18
@@ -62,7 +70,7 @@ def test_kalos_running_rows_have_no_end_and_no_run_time(tmp_path, kalos_sample):
     for name in ("end_time", "fail_time", "stop_time", "duration", "gpu_time"):
         fields[KALOS_COLUMNS.index(name)] = ""
     path = write(tmp_path, "running.csv", f"{header}\n{','.join(fields)}\n")
-    jobs = parse_acmetrace(path, "kalos").jobs
+    jobs = parse_to_frame(path, "kalos").jobs
     assert len(jobs) == 1
     assert jobs.loc[0, "state_group"] == "running"
     assert pd.isna(jobs.loc[0, "end_time"]) and pd.isna(jobs.loc[0, "run_s"])
@@ -71,32 +79,32 @@ def test_kalos_running_rows_have_no_end_and_no_run_time(tmp_path, kalos_sample):
 def test_gzip_input_is_read(tmp_path, seren_sample):
     path = tmp_path / "seren.csv.gz"
     path.write_bytes(gzip.compress(seren_sample.read_bytes()))
-    result = parse_acmetrace(path, "seren")
+    result = parse_to_frame(path, "seren")
     assert len(result.jobs) == 5 and list(result.jobs["source_line"]) == [2, 3, 4, 5, 6]
 
 
 def test_day_selects_jobs_submitted_that_utc_day(seren_sample):
-    result = parse_acmetrace(seren_sample, "seren", day=date(2023, 2, 28))
+    result = parse_to_frame(seren_sample, "seren", day=date(2023, 2, 28))
     assert len(result.jobs) == 5 and result.skipped_other_days == 0
-    other = parse_acmetrace(seren_sample, "seren", day=date(2023, 3, 1))
+    other = parse_to_frame(seren_sample, "seren", day=date(2023, 3, 1))
     assert other.jobs.empty and other.skipped_other_days == 5
 
 
 def test_empty_file_is_a_clear_error(tmp_path):
     with pytest.raises(InputError, match="empty file"):
-        parse_acmetrace(write(tmp_path, "empty.csv", ""), "seren")
+        parse_to_frame(write(tmp_path, "empty.csv", ""), "seren")
 
 
 def test_wrong_delimiter_is_named(tmp_path, seren_sample):
     text = seren_sample.read_text().replace(",", ";")
     with pytest.raises(InputError, match="wrong delimiter.*';'"):
-        parse_acmetrace(write(tmp_path, "semicolon.csv", text), "seren")
+        parse_to_frame(write(tmp_path, "semicolon.csv", text), "seren")
 
 
 def test_missing_header_is_named(tmp_path, seren_sample):
     rows = seren_sample.read_text().splitlines()[1:]
     with pytest.raises(InputError, match="missing header") as caught:
-        parse_acmetrace(write(tmp_path, "noheader.csv", "\n".join(rows)), "seren")
+        parse_to_frame(write(tmp_path, "noheader.csv", "\n".join(rows)), "seren")
     assert caught.value.line == 1 and "noheader.csv" in str(caught.value)
 
 
@@ -104,13 +112,13 @@ def test_schema_drift_names_the_missing_and_unexpected_columns(tmp_path, seren_s
     lines = seren_sample.read_text().splitlines()
     lines[0] = lines[0].replace("gpu_time", "gpu_hours")
     with pytest.raises(SchemaDriftError, match="missing: gpu_time; unexpected: gpu_hours"):
-        parse_acmetrace(write(tmp_path, "drift.csv", "\n".join(lines)), "seren")
+        parse_to_frame(write(tmp_path, "drift.csv", "\n".join(lines)), "seren")
 
 
 def test_truncated_last_line_is_rejected_with_its_line_number(tmp_path, seren_sample):
     text = seren_sample.read_text().rstrip("\n")
     truncated = text[: text.rfind(",")]  # the last line loses its final field
-    result = parse_acmetrace(write(tmp_path, "truncated.csv", truncated), "seren")
+    result = parse_to_frame(write(tmp_path, "truncated.csv", truncated), "seren")
     assert len(result.jobs) == 4
     assert list(result.rejects["source_line"]) == [6]
     assert "Expected Number of Columns: 13 Found: 12" in result.rejects.loc[0, "reason"]
@@ -120,7 +128,7 @@ def test_truncated_last_line_is_rejected_with_its_line_number(tmp_path, seren_sa
 def test_non_utf8_bytes_reject_only_that_line(tmp_path, seren_sample):
     lines = seren_sample.read_bytes().split(b"\n")
     lines[2] = lines[2].replace(b"u5907", b"u\xff\xfe07")
-    result = parse_acmetrace(write(tmp_path, "latin.csv", b"\n".join(lines)), "seren")
+    result = parse_to_frame(write(tmp_path, "latin.csv", b"\n".join(lines)), "seren")
     assert len(result.jobs) == 4
     assert list(result.rejects["source_line"]) == [3]
     assert "not utf-8" in result.rejects.loc[0, "reason"]
@@ -132,7 +140,7 @@ def test_naive_and_unparseable_timestamps_are_rejected_with_reasons(tmp_path, se
     lines = seren_sample.read_text().splitlines()
     lines[1] = lines[1].replace("2023-03-01 00:18:54+08:00", "2023-03-01 00:18:54")
     lines[3] = lines[3].replace("2023-03-01 10:27:32+08:00", "yesterday")
-    result = parse_acmetrace(write(tmp_path, "times.csv", "\n".join(lines) + "\n\n"), "seren")
+    result = parse_to_frame(write(tmp_path, "times.csv", "\n".join(lines) + "\n\n"), "seren")
     reasons = dict(zip(result.rejects["source_line"], result.rejects["reason"], strict=True))
     assert reasons == {
         2: "start_time '2023-03-01 00:18:54' has no UTC offset (naive timestamp)",
@@ -147,25 +155,25 @@ def test_non_numeric_counts_are_rejected(tmp_path, seren_sample):
     fields = lines[1].split(",")
     fields[SEREN_COLUMNS.index("gpu_num")] = "eight"
     lines[1] = ",".join(fields)
-    result = parse_acmetrace(write(tmp_path, "count.csv", "\n".join(lines)), "seren")
+    result = parse_to_frame(write(tmp_path, "count.csv", "\n".join(lines)), "seren")
     assert result.rejects.loc[0, "reason"] == "gpu_num 'eight' is not an integer"
 
 
 def test_blank_lines_are_not_rows_and_do_not_shift_line_numbers(tmp_path, seren_sample):
     lines = seren_sample.read_text().splitlines()
     text = "\n".join([lines[0], lines[1], "", lines[2], "", lines[3]]) + "\n"
-    result = parse_acmetrace(write(tmp_path, "blank.csv", text), "seren")
+    result = parse_to_frame(write(tmp_path, "blank.csv", text), "seren")
     assert list(result.jobs["source_line"]) == [2, 4, 6]
     assert result.rows_in == 3
     crlf = write(tmp_path, "crlf.csv", text.replace("\n", "\r\n"))
-    assert list(parse_acmetrace(crlf, "seren").jobs["source_line"]) == [2, 4, 6]
+    assert list(parse_to_frame(crlf, "seren").jobs["source_line"]) == [2, 4, 6]
 
 
 def test_a_file_the_csv_reader_cannot_follow_is_a_clear_error(tmp_path, seren_sample):
     lines = seren_sample.read_text().splitlines()
     text = "\n".join([lines[0], lines[1], "\r", lines[2]]) + "\n"  # a stray carriage return
     with pytest.raises(InputError, match="stray.csv: unreadable as CSV"):
-        parse_acmetrace(write(tmp_path, "stray.csv", text), "seren")
+        parse_to_frame(write(tmp_path, "stray.csv", text), "seren")
 
 
 def broken_inputs(seren_sample) -> dict[str, bytes]:
@@ -193,19 +201,29 @@ def broken_inputs(seren_sample) -> dict[str, bytes]:
 
 
 @pytest.mark.parametrize("day", [None, date(2023, 3, 1), date(2023, 3, 2)])
-def test_the_arrow_parse_equals_the_pandas_parse_on_clean_and_broken_files(tmp_path, seren_sample, day):
-    """``parse_acmetrace_table`` (the ingest's one data path: DuckDB's Arrow result completed in Arrow)
-    gives the same rows, rejects, accounting and notes as ``parse_acmetrace``."""
-    from acme.jobs.acmetrace import parse_acmetrace_table
-    from acme.jobs.ingest import _jobs_table
+def test_the_table_decodes_to_the_partition_schema_on_clean_and_broken_files(tmp_path, seren_sample, day):
+    """The parser holds the file's constants and low-cardinality text dictionary-encoded; decoded,
+    its table is exactly the partitions' schema, with the constants on every row, the state's
+    group, and every record accounted for."""
+    from acme.jobs.schema import STATE_GROUPS, canonical_job_table, job_arrow_schema
 
     for name, content in broken_inputs(seren_sample).items():
         path = write(tmp_path, f"{name}.csv", content)
-        frame, table = parse_acmetrace(path, "seren", day=day), parse_acmetrace_table(path, "seren", day=day)
-        assert table.jobs.equals(_jobs_table(frame.jobs)), name
-        pd.testing.assert_frame_equal(table.rejects, frame.rejects, obj=name)
-        assert (table.rows_in, table.skipped_other_days, table.notes) == (
-            frame.rows_in,
-            frame.skipped_other_days,
-            frame.notes,
-        ), name
+        result = parse_acmetrace_table(path, "seren", day=day)
+        table = canonical_job_table(result.jobs)
+        assert table.schema.equals(job_arrow_schema()), name
+        for row in table.to_pylist():
+            assert (row["cluster"], row["source"], row["source_file"]) == ("seren", "acmetrace", str(path))
+            assert [row[c] for c in ("job_name", "node_list", "exit_code", "gpu_share")] == [None] * 4
+            assert row["state_group"] == STATE_GROUPS[row["state"]], name
+        assert result.rows_in == table.num_rows + len(result.rejects) + result.skipped_other_days, name
+
+
+def test_an_unknown_state_has_no_group_and_is_left_to_validation(tmp_path, seren_sample):
+    lines = seren_sample.read_text().splitlines()
+    fields = lines[1].split(",")
+    fields[SEREN_COLUMNS.index("state")] = "EXPLODED"
+    lines[1] = ",".join(fields)
+    jobs = parse_to_frame(write(tmp_path, "state.csv", "\n".join(lines)), "seren").jobs
+    assert jobs.loc[0, "state"] == "EXPLODED" and pd.isna(jobs.loc[0, "state_group"])
+    assert jobs.loc[1:, "state_group"].notna().all()

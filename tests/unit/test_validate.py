@@ -8,22 +8,27 @@ import pandas as pd
 import pytest
 
 from acme.errors import SchemaDriftError
-from acme.jobs.acmetrace import parse_acmetrace
-from acme.jobs.validate import validate_jobs
+from acme.jobs.acmetrace import parse_acmetrace_table
+from acme.jobs.schema import jobs_from_arrow
+from acme.jobs.validate import validate_job_table, validate_jobs
 
 
 @pytest.fixture(scope="module")
 def seren_jobs(shared_reference):
-    return parse_acmetrace(
-        shared_reference / "acmetrace" / "samples" / "trace_seren_sample.csv", "seren"
-    ).jobs
+    return jobs_from_arrow(
+        parse_acmetrace_table(
+            shared_reference / "acmetrace" / "samples" / "trace_seren_sample.csv", "seren"
+        ).jobs
+    )
 
 
 @pytest.fixture(scope="module")
 def kalos_jobs(shared_reference):
-    return parse_acmetrace(
-        shared_reference / "acmetrace" / "samples" / "trace_kalos_sample.csv", "kalos"
-    ).jobs
+    return jobs_from_arrow(
+        parse_acmetrace_table(
+            shared_reference / "acmetrace" / "samples" / "trace_kalos_sample.csv", "kalos"
+        ).jobs
+    )
 
 
 def reasons_by_line(outcome) -> dict[int, str]:
@@ -135,3 +140,36 @@ def test_acmetrace_rows_still_need_user_gpus_and_submit(seren_jobs):
     reasons = reasons_by_line(outcome)
     assert "user is missing" in reasons[broken.loc[0, "source_line"]]
     assert "submit_time is missing" in reasons[broken.loc[1, "source_line"]]
+
+
+def test_the_arrow_path_rejects_the_same_rows_as_the_frame_path(seren_jobs):
+    """``validate_job_table`` hands great-expectations each job id as its code in a dictionary of
+    the ids and dictionary-encoded text as categoricals: duplicates, missing ids and unknown values
+    fail on the same rows, with the same reasons, as on the text itself."""
+    import pyarrow as pa
+
+    from acme.jobs.ingest import _jobs_table
+
+    jobs = pd.concat([seren_jobs, seren_jobs.iloc[[0]].assign(source_line=7)], ignore_index=True)
+    jobs.loc[1, "job_id"] = None
+    jobs.loc[2, "state"] = "EXPLODED"
+    table = _jobs_table(jobs)
+    compact = table.cast(
+        pa.schema(
+            pa.field(f.name, pa.dictionary(pa.int32(), f.type))
+            if f.type == pa.large_string() and f.name != "job_id"
+            else f
+            for f in table.schema
+        )
+    )
+    expected = {
+        2: "job_id appears more than once",
+        3: "job_id is missing",
+        4: "unknown state",
+        7: "job_id appears more than once",
+    }
+    assert reasons_by_line(validate_jobs(jobs, layout="seren", source_file="s")) == expected
+    outcome = validate_job_table(compact, layout="seren", source_file="s")
+    assert reasons_by_line(outcome) == expected
+    assert outcome.accepted["source_line"].to_pylist() == [5, 6]
+    assert json.loads(outcome.rejected.set_index("source_line").loc[4, "record"])["state"] == "EXPLODED"

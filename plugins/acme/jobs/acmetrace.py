@@ -25,8 +25,8 @@ from typing import TYPE_CHECKING
 
 from acme import settings
 from acme.errors import InputError, SchemaDriftError
-from acme.jobs.base import REJECT_COLUMNS, ParseResult, first_submit_day
-from acme.jobs.schema import JOB_COLUMNS, STATE_GROUPS
+from acme.jobs.base import REJECT_COLUMNS, ParseResult
+from acme.jobs.schema import STATE_GROUPS
 
 if TYPE_CHECKING:
     import numpy as np
@@ -58,78 +58,14 @@ def _duckdb_type(column: str) -> str:
     return "VARCHAR"
 
 
-def parse_acmetrace(
-    path: str | Path,
-    cluster: str,
-    *,
-    source_file: str | None = None,
-    day: date | None = None,
-    layout: str | None = None,
-) -> ParseResult:
-    """Parse one AcmeTrace CSV (plain or ``.gz``) of either layout (detected unless given).
-
-    ``day`` keeps the jobs submitted on that UTC day (the nightly run's interval) and counts
-    the others as ``skipped_other_days``. Rows whose day cannot be told (unparseable submit
-    time, malformed line) are reported by the run for the file's first day, so that a
-    backfill over a multi-day file reports each of them exactly once.
-    """
-    import numpy as np
-    import pandas as pd
-
-    path = str(path)
-    source_file = source_file or path
-    layout = layout or detect_layout(path, source_file)
-    rows, unreadable = _read_rows(path, cluster, source_file, layout)
-    frame = _to_pandas(rows)
-    del rows
-
-    lines = _accepted_line_numbers(path, [line for line, _, _ in unreadable], len(frame))
-    notes = []
-    if lines is None:
-        notes.append(f"{source_file}: line numbers are approximate (row order + 2): quoted fields span lines")
-        lines = np.arange(2, 2 + len(frame))
-    frame["source_line"] = pd.array(lines, "Int64")
-    problem_mask = frame["problem"].notna().to_numpy()
-
-    rejects = _rejects(frame.loc[problem_mask], unreadable, source_file)
-    jobs = _canonical(frame.loc[~problem_mask] if problem_mask.any() else frame)  # no copy when all parsed
-
-    skipped = 0
-    if day is not None:
-        day_start = pd.Timestamp(day, tz="UTC")
-        submitted = jobs["submit_time"]
-        in_day = ((submitted >= day_start) & (submitted < day_start + pd.Timedelta(days=1))).to_numpy()
-        skipped = int((~in_day).sum())
-        if skipped:
-            jobs = jobs.loc[in_day]
-        if len(rejects) and first_submit_day(frame) != day:
-            skipped += len(rejects)
-            rejects = rejects.iloc[0:0]
-    rows_in = len(frame) + len(unreadable)
-    return ParseResult(jobs.reset_index(drop=True), rejects.reset_index(drop=True), rows_in, skipped, notes)
-
-
-def _read_rows(path: str, cluster: str, source_file: str, layout: str):
-    """The canonical columns as DuckDB computes them (an Arrow table, text as ``large_string``), and
-    the lines its CSV reader could not read."""
-    import duckdb
-
-    con = duckdb.connect()
-    try:
-        con.execute("SET TimeZone = 'UTC'")
-        # Text as Arrow large_string, the layout of pandas' pyarrow-backed str columns and of the
-        # partitions' schema, so no conversion copies every string.
-        con.execute("SET arrow_large_buffer_size = true")
-        _define_raw_view(con, path, LAYOUTS[layout])
-        query = _read_sql(f"select_acmetrace_{layout}_jobs.sql")
-        try:
-            rows = con.sql(query, params={"cluster": cluster, "source_file": source_file}).to_arrow_table()
-        except duckdb.Error as exc:
-            first_line = str(exc).strip().splitlines()[0]
-            raise InputError(source_file, f"unreadable as CSV: {first_line}") from exc
-        return rows, _unreadable_lines(con)
-    finally:
-        con.close()
+# Columns with one value for the whole file (the cluster, the format, the file; no job names,
+# node lists or exit codes in AcmeTrace): built in Arrow as dictionary arrays (a byte per row)
+# instead of being read back from DuckDB as a million copies of the same text.
+_CONSTANT_TEXT = ("cluster", "job_name", "node_list", "source", "source_file")
+_CONSTANT_NULL = {"exit_code": "int64", "gpu_share": "float64"}  # AcmeTrace counts whole GPUs only
+# Text columns with a few distinct values (hundreds of users, a handful of types and states):
+# dictionary-encoded, as Parquet stores them anyway.
+_LOW_CARDINALITY = ("user", "job_type", "state")
 
 
 def parse_acmetrace_table(
@@ -140,13 +76,18 @@ def parse_acmetrace_table(
     day: date | None = None,
     layout: str | None = None,
 ) -> ParseResult:
-    """:func:`parse_acmetrace` with the canonical rows as an Arrow table in the partitions' schema
-    (``acme.jobs.schema.job_arrow_schema``): DuckDB's result is filtered and completed in Arrow,
-    never turned into pandas (the one data path of :mod:`acme.jobs.ingest`)."""
+    """Parse one AcmeTrace CSV (plain or ``.gz``) of either layout (detected unless given) into an
+    Arrow table of the canonical columns (``acme.jobs.schema.job_arrow_schema``, with the constant
+    and low-cardinality text columns dictionary-encoded: :func:`acme.jobs.schema.canonical_job_table`
+    decodes them). DuckDB's result is completed in Arrow, never turned into pandas.
+
+    ``day`` keeps the jobs submitted on that UTC day (the nightly run's interval) and counts
+    the others as ``skipped_other_days``. Rows whose day cannot be told (unparseable submit
+    time, malformed line) are reported by the run for the file's first day, so that a
+    backfill over a multi-day file reports each of them exactly once.
+    """
     import pyarrow as pa
     import pyarrow.compute as pc
-
-    from acme.jobs.schema import job_arrow_schema
 
     path = str(path)
     source_file = source_file or path
@@ -168,16 +109,16 @@ def parse_acmetrace_table(
     first_day = _first_day(rows)
     jobs = rows.filter(pc.invert(problem)) if has_problems else rows
     del rows
-    schema = job_arrow_schema()
-    states = pa.array(list(STATE_GROUPS), pa.large_string())
-    groups = pa.array(list(STATE_GROUPS.values()), pa.large_string())
-    derived = {
-        "state_group": pc.take(groups, pc.index_in(jobs["state"].cast(pa.large_string()), value_set=states)),
-        "gpu_share": pa.nulls(jobs.num_rows, pa.float64()),  # AcmeTrace counts whole GPUs only
-    }
-    table = pa.table(
-        [derived[f.name] if f.name in derived else jobs[f.name].cast(f.type) for f in schema], schema=schema
-    )
+    table = _canonical_table(jobs, {"cluster": cluster, "source": "acmetrace", "source_file": source_file})
+    del jobs
+    # One chunk per column, in Arrow's memory: DuckDB's buffers are released column by column (so
+    # the copy costs one column at a time), and pandas later takes the columns without a copy.
+    columns = {}
+    for name in table.column_names:
+        columns[name] = table[name].combine_chunks()
+        table = table.drop_columns([name])
+    table = pa.table(columns)
+    del columns
     skipped = 0
     if day is not None:
         start = pa.scalar(pd_timestamp(day), pa.timestamp("us", tz="UTC"))
@@ -191,6 +132,67 @@ def parse_acmetrace_table(
             skipped += len(rejects)
             rejects = rejects.iloc[0:0]
     return ParseResult(table, rejects.reset_index(drop=True), rows_in, skipped, notes)
+
+
+def _canonical_table(jobs, constants: dict[str, str]):
+    """The canonical columns from DuckDB's rows: constants and ``state_group`` built in Arrow, the
+    low-cardinality text dictionary-encoded, the rest cast to the partitions' types."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from acme.jobs.schema import job_arrow_schema, repeated_text
+
+    count = jobs.num_rows
+    states = pa.array(list(STATE_GROUPS), pa.large_string())
+    state_text = jobs["state"].cast(pa.large_string())
+    group_names = sorted(set(STATE_GROUPS.values()))
+    groups = pa.array(group_names, pa.large_string())
+    group_of_state = pa.array([group_names.index(group) for group in STATE_GROUPS.values()], pa.int8())
+    derived = {
+        **{name: repeated_text(constants.get(name), count) for name in _CONSTANT_TEXT},
+        **{name: pa.nulls(count, type_name) for name, type_name in _CONSTANT_NULL.items()},
+        **{name: pc.dictionary_encode(jobs[name].cast(pa.large_string())) for name in _LOW_CARDINALITY},
+        # an unknown state has no group (null): validation names it
+        "state_group": pa.chunked_array(
+            [
+                pa.DictionaryArray.from_arrays(
+                    pc.take(group_of_state, pc.index_in(chunk, value_set=states)), groups
+                )
+                for chunk in state_text.chunks
+            ],
+            pa.dictionary(pa.int8(), pa.large_string()),
+        ),
+    }
+    schema = job_arrow_schema()
+    return pa.table(
+        {f.name: derived[f.name] if f.name in derived else jobs[f.name].cast(f.type) for f in schema}
+    )
+
+
+def _read_rows(path: str, cluster: str, source_file: str, layout: str):
+    """The varying canonical columns as DuckDB computes them (an Arrow table, text as
+    ``large_string``), and the lines its CSV reader could not read."""
+    import duckdb
+
+    con = duckdb.connect()
+    try:
+        con.execute("SET TimeZone = 'UTC'")
+        # One thread: the command line imports great-expectations on the other core meanwhile, and
+        # a second reader thread holds its own buffers (about 40 MB more at the peak).
+        con.execute("SET threads = 1")
+        # Text as Arrow large_string, the partitions' type, so no conversion copies every string.
+        con.execute("SET arrow_large_buffer_size = true")
+        _define_raw_view(con, path, LAYOUTS[layout])
+        constant = ", ".join(_CONSTANT_TEXT + tuple(name for name in _CONSTANT_NULL if name != "gpu_share"))
+        query = f"SELECT * EXCLUDE ({constant}) FROM ({_read_sql(f'select_acmetrace_{layout}_jobs.sql')})"
+        try:
+            rows = con.sql(query, params={"cluster": cluster, "source_file": source_file}).to_arrow_table()
+        except duckdb.Error as exc:
+            first_line = str(exc).strip().splitlines()[0]
+            raise InputError(source_file, f"unreadable as CSV: {first_line}") from exc
+        return rows, _unreadable_lines(con)
+    finally:
+        con.close()
 
 
 def pd_timestamp(day: date, plus_days: int = 0):
@@ -312,23 +314,6 @@ def _rejects(problems: pd.DataFrame, unreadable: list, source_file: str) -> pd.D
     )
     both = pd.concat([parsed, unreadable_rows[list(REJECT_COLUMNS)]], ignore_index=True)
     return both.astype(REJECT_COLUMNS).sort_values("source_line", kind="stable")
-
-
-def _to_pandas(rows) -> pd.DataFrame:
-    import pandas as pd
-    import pyarrow as pa
-
-    return rows.to_pandas(
-        types_mapper={pa.int64(): pd.Int64Dtype()}.get, split_blocks=True, self_destruct=True
-    )
-
-
-def _canonical(frame: pd.DataFrame) -> pd.DataFrame:
-    import numpy as np
-
-    # AcmeTrace counts whole GPUs only: gpu_share is null (see acme.jobs.schema).
-    frame = frame.assign(state_group=frame["state"].map(STATE_GROUPS), gpu_share=np.full(len(frame), np.nan))
-    return frame[list(JOB_COLUMNS)]
 
 
 def _accepted_line_numbers(path: str, rejected_lines: list[int], accepted: int) -> np.ndarray | None:

@@ -389,7 +389,7 @@ class _Parse:
         for item in (i for i in items if i.kind == "Pod"):
             owner = _pod_owner(item.obj)
             if owner is not None:
-                loose = [("uid", owner[3])] if owner[3] else []
+                loose: list[tuple[str, ...]] = [("uid", owner[3])] if owner[3] else []
                 loose.append(("name", owner[1], owner[2]))
                 hit = next((rejected_jobs[k] for k in loose if k in rejected_jobs), None)
                 if owner[0] == "Job" and hit is not None:
@@ -589,7 +589,8 @@ def _load_stream(text: str, source_file: str) -> list[_Raw]:
     is no line boundary to resynchronise on, so it is an :class:`InputError`.
     """
     decoder = json.JSONDecoder()
-    raws, position = [], 0
+    raws: list[_Raw] = []
+    position = 0
     while True:
         while position < len(text) and text[position].isspace():
             position += 1
@@ -665,7 +666,9 @@ def _latest_snapshots(items: list[_Item]) -> tuple[list[_Item], int]:
             continue
         superseded += 1
         index = latest[identity]
-        if _version(item.obj) >= _version(kept[index].obj):
+        previous = kept[index]
+        assert previous is not None  # ``latest`` points at the kept item of each identity
+        if _version(item.obj) >= _version(previous.obj):
             kept[index] = None
             latest[identity] = len(kept)
             kept.append(item)
@@ -709,12 +712,15 @@ def _meta(obj: dict) -> _Meta:
     )
 
 
+def _meta_spec_status(obj: dict) -> tuple[_Meta, dict, dict]:
+    """An object's metadata (checked), spec and status (empty when absent)."""
+    return _meta(obj), _dict(obj.get("spec"), "spec"), _dict(obj.get("status"), "status")
+
+
 def _parse_pod(item: _Item) -> _Pod:
     obj = item.obj
     try:
-        meta = _meta(obj)
-        spec = _dict(obj.get("spec"), "spec")
-        status = _dict(obj.get("status"), "status")
+        meta, spec, status = _meta_spec_status(obj)
         gpu, cpu, equiv, fractional = _pod_gpus(meta, spec)
         phase = status.get("phase")
         conditions = [c for c in _list(status.get("conditions"), "status.conditions") if isinstance(c, dict)]
@@ -851,9 +857,7 @@ def _pod_state(
 def _parse_job(item: _Item) -> _Job:
     obj = item.obj
     try:
-        meta = _meta(obj)
-        spec = _dict(obj.get("spec"), "spec")
-        status = _dict(obj.get("status"), "status")
+        meta, spec, status = _meta_spec_status(obj)
         template = _dict(_dict(spec.get("template"), "spec.template").get("spec"), "spec.template.spec")
         has_template = bool(template.get("containers"))
         gpu, cpu, equiv = _pod_resources(template) if has_template else (0, None, Decimal(0))
@@ -909,7 +913,9 @@ def _pod_owner(obj: dict) -> tuple[str, str, str, str | None] | None:
             return ("Job", namespace, name, uid)
         if kind in WORKLOAD_OWNER_KINDS:
             return ("workload", namespace, name, uid)
-    labels = meta.get("labels") if isinstance(meta.get("labels"), dict) else {}
+    labels = meta.get("labels")
+    if not isinstance(labels, dict):
+        labels = {}
     for label in WORKLOAD_NAME_LABELS:
         if isinstance(labels.get(label), str) and labels[label]:
             return ("workload", namespace, labels[label], None)
@@ -926,7 +932,9 @@ def _pod_owner(obj: dict) -> tuple[str, str, str, str | None] | None:
 
 def _loose_keys(obj: dict) -> list[tuple]:
     """Keys a rejected Job can still be recognised by, whatever else is wrong with it."""
-    meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+    meta = obj.get("metadata")
+    if not isinstance(meta, dict):
+        meta = {}
     keys: list[tuple] = []
     if isinstance(meta.get("uid"), str) and meta["uid"]:
         keys.append(("uid", meta["uid"]))
@@ -957,7 +965,7 @@ def _pod_resources(spec: dict) -> tuple[int, Decimal | None, Decimal]:
             app_equiv += equiv
         else:
             init_gpu = max(init_gpu, gpu)
-            init_cpu = cpu if init_cpu is None else max(init_cpu, cpu or 0)
+            init_cpu = cpu if init_cpu is None else max(init_cpu, cpu or Decimal(0))
             init_equiv = max(init_equiv, equiv)
     cpu_total = app_cpu if init_cpu is None else max(app_cpu or Decimal(0), init_cpu)
     return max(app_gpu, init_gpu), cpu_total, max(app_equiv, init_equiv)
@@ -1045,6 +1053,12 @@ def _add(total: Decimal | None, value: Decimal | None) -> Decimal | None:
     return value if total is None else total + value
 
 
+def _peak_resources(pods: list[_Pod]) -> tuple[int, Decimal | None, Decimal]:
+    """(GPU devices, cpu cores, GPU-equivalents) the pods held at most at the same time."""
+    gpu, cpu, equiv = (_peak(pods, attr) for attr in ("gpu", "cpu", "gpu_equiv"))
+    return int(gpu or 0), None if cpu is None else Decimal(cpu), Decimal(equiv or 0)
+
+
 def _peak(pods: list[_Pod], attr: str) -> int | Decimal | None:
     """Most of a resource the pods held at the same time (running pods hold it until now)."""
     events = []
@@ -1089,19 +1103,18 @@ def _row(group: _Group, cluster: str, source_file: str, classifier) -> dict[str,
             cpu = None if job.template_cpu is None else job.template_cpu * job.width
             equiv = job.template_equiv * job.width
         else:
-            gpu, cpu = _peak(pods, "gpu") or 0, _peak(pods, "cpu")
-            equiv = _peak(pods, "gpu_equiv") or Decimal(0)
+            gpu, cpu, equiv = _peak_resources(pods)
         line = job.line
     else:
         if any(p.state == "RUNNING" for p in pods):
             state, end = "RUNNING", None
         else:
+            assert decisive is not None  # a group without a Job is its pods
             state = decisive.state
             end = max((p.end for p in pods if p.end), default=None)
         submit = min(p.meta.created for p in pods)
         start = min((p.start for p in pods if p.start), default=None)
-        gpu, cpu = _peak(pods, "gpu") or 0, _peak(pods, "cpu")
-        equiv = _peak(pods, "gpu_equiv") or Decimal(0)
+        gpu, cpu, equiv = _peak_resources(pods)
         line = min(p.line for p in pods)
 
     nodes = sorted({p.node for p in pods if p.node})
@@ -1157,11 +1170,9 @@ def _parse_object(item: _Item, present_uids: set) -> _Object:
     with the job's own record; it is skipped when that job is in the input.
     """
     obj = item.obj
-    kind = obj.get("kind")
+    kind = str(obj.get("kind"))  # one of WORKLOAD_OBJECT_KINDS: the caller selected the object by it
     try:
-        meta = _meta(obj)
-        spec = _dict(obj.get("spec"), "spec")
-        status = _dict(obj.get("status"), "status")
+        meta, spec, status = _meta_spec_status(obj)
         job_id = meta.uid
         if kind == "Workload":
             owner_uid = meta.labels.get("kueue.x-k8s.io/job-uid") or next(

@@ -1180,26 +1180,23 @@ def _fill_from_steps(
         i = col.get(name)
         return None if i is None or _null(tokens[i]) else tokens[i].strip()
 
+    def first_usable(first: str, name: str, parse, cache: dict):
+        """The first step value of ``name`` that parses without an error (``first`` step first)."""
+        for tokens in ordered(first):
+            text = value(tokens, name)
+            if text is not None:
+                if text not in cache:
+                    cache[text] = parse(text)
+                if cache[text][1] is None:
+                    return cache[text][0]
+        return None
+
     if node_list is None:
         node_list = next((v for t in ordered("extern") if (v := value(t, "nodelist"))), None)
     if exit_code is None:
-        for tokens in ordered("batch"):
-            text = value(tokens, "exitcode")
-            if text is not None:
-                if text not in exit_cache:
-                    exit_cache[text] = _parse_exit(text)
-                if exit_cache[text][1] is None:
-                    exit_code = exit_cache[text][0]
-                    break
+        exit_code = first_usable("batch", "exitcode", _parse_exit, exit_cache)
     if tres is None:
-        for tokens in ordered("extern"):
-            text = value(tokens, "alloctres")
-            if text is not None:
-                if text not in tres_cache:
-                    tres_cache[text] = _parse_tres(text)
-                if tres_cache[text][1] is None:
-                    tres = tres_cache[text][0]
-                    break
+        tres = first_usable("extern", "alloctres", _parse_tres, tres_cache)
     if not cpu_num:
         for tokens in ordered("extern"):
             count, error = _parse_count(value(tokens, "ncpus"), "NCPUS")

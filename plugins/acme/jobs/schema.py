@@ -98,12 +98,51 @@ def job_arrow_schema():
     return pa.schema([pa.field(name, arrow_types[dtype]) for name, dtype in JOB_COLUMNS.items()])
 
 
+def job_schema_drift(schema) -> list[str]:
+    """How ``schema`` differs from :func:`job_arrow_schema` (empty: it matches).
+
+    A text column may be held dictionary-encoded in memory (:func:`repeated_text`, the AcmeTrace
+    parser's low-cardinality columns): it matches when its values are the canonical type.
+    """
+    import pyarrow as pa
+
+    expected = job_arrow_schema()
+    if schema.names != expected.names:
+        return [f"columns {', '.join(schema.names)} (expected {', '.join(expected.names)})"]
+    drift = []
+    for field, wanted in zip(schema, expected, strict=True):
+        values = field.type.value_type if pa.types.is_dictionary(field.type) else field.type
+        if values != wanted.type:
+            drift.append(f"{field.name}: {field.type} (expected {wanted.type})")
+    return drift
+
+
+def canonical_job_table(table):
+    """``table`` in the partitions' exact schema: dictionary-encoded columns decoded (a no-op when
+    it is already canonical). Cheap on a day's slice; done where rows are written."""
+    schema = job_arrow_schema()
+    return table if table.schema.equals(schema) else table.cast(schema)
+
+
+def repeated_text(value: str | None, length: int):
+    """One text value (or null) on every row, dictionary-encoded: a byte per row, not the text."""
+    import numpy as np
+    import pyarrow as pa
+
+    dictionary_type = pa.dictionary(pa.int8(), pa.large_string())
+    if value is None:
+        return pa.nulls(length, dictionary_type)
+    return pa.DictionaryArray.from_arrays(
+        pa.array(np.zeros(length, dtype=np.int8)), pa.array([value], pa.large_string())
+    )
+
+
 def jobs_from_arrow(table):
     """Canonical pandas frame from a job table read back from Parquet (nullable integers kept)."""
     import pandas as pd
     import pyarrow as pa
 
-    table = with_current_columns(table)
+    table = canonical_job_table(with_current_columns(table))
     frame = table.to_pandas(types_mapper={pa.int64(): pd.Int64Dtype()}.get)
     return frame[list(JOB_COLUMNS)]
 

@@ -122,8 +122,29 @@ _CLUSTER_SALT = {"seren": 0x5E4E, "kalos": 0x6A105}
 _Mix = tuple[tuple[float, float, float], ...]
 
 
-def _lognormal(median: float, sigma: float) -> _Mix:
-    return ((1.0, median, sigma),)
+def _kind(
+    *,
+    share: float | None,
+    gpus: dict[int, float],
+    states: tuple[float, float, float],
+    run: tuple,
+    queue: tuple[float, float, float],
+    batch: float,
+    gap: float,
+    users: int,
+    fast_queue: tuple[float, float] | None = None,
+) -> dict[str, Any]:
+    """One job type's parameters (their meaning: the note above ``_PARAMS``' first ``types``).
+
+    ``run`` gives the (completed, cancelled, failed) run times, each a lognormal ``(median_s,
+    sigma)`` or a mixture ``((weight, median_s, sigma), ...)``.
+    """
+    mixtures = [part if isinstance(part[0], tuple) else ((1.0, *part),) for part in run]
+    kind: dict[str, Any] = {"share": share, "gpus": gpus, "states": states, "run": dict(zip(_GROUPS, mixtures, strict=True)),
+            "queue": queue, "batch": batch, "gap": gap, "users": users}  # fmt: skip
+    if fast_queue is not None:
+        kind["fast_queue"] = fast_queue
+    return kind
 
 
 _SEREN_CPU_PER_GPU = {16: 0.55, 12: 0.15, 8: 0.20, 4: 0.10}  # single-node jobs (sample: 8 GPUs, 128 CPUs)
@@ -146,48 +167,32 @@ _PARAMS: dict[str, dict[str, Any]] = {
         "types": {
             # share: of GPU jobs; states: (completed, cancelled, failed); run: lognormal mixture per
             # state group; queue: (p_slow, median, sigma) of the waiting part; batch: mean burst
-            # length; gap: mean seconds between a burst's submissions; users: population drawn from
-            "Eval": {"share": 0.649, "gpus": {1: 0.80, 2: 0.06, 4: 0.06, 8: 0.08},
-                     "states": (0.513, 0.057, 0.43),
-                     "run": {"completed": _lognormal(58, 1.85), "cancelled": _lognormal(860, 1.8),
-                             "failed": _lognormal(42, 1.95)},
-                     "queue": (0.60, 60, 2.5), "batch": 8.0, "gap": 20.0, "users": 320},
-            "Pretrain": {"share": 0.009, "gpus": {8: 0.03, 16: 0.04, 32: 0.08, 64: 0.12, 128: 0.23,
-                                                  256: 0.30, 512: 0.15, 1024: 0.05},
-                         "states": (0.25, 0.30, 0.45),
-                         "run": {"completed": _lognormal(2390, 1.3), "cancelled": _lognormal(11170, 1.1),
-                                 "failed": _lognormal(404, 1.6)},
-                         "queue": (0.30, 30, 2.5), "batch": 1.3, "gap": 120.0, "users": 12},
-            "SFT": {"share": 0.065, "gpus": {1: 0.27, 2: 0.05, 4: 0.10, 8: 0.30, 16: 0.12, 32: 0.10,
-                                             64: 0.06},
-                    "states": (0.48, 0.12, 0.40),
-                    "run": {"completed": _lognormal(618, 1.5), "cancelled": _lognormal(4980, 1.3),
-                            "failed": _lognormal(391, 1.7)},
-                    "queue": (0.20, 30, 2.2), "batch": 2.0, "gap": 60.0, "users": 120},
-            "MLLM": {"share": 0.045, "gpus": {1: 0.30, 2: 0.05, 4: 0.10, 8: 0.35, 16: 0.10, 32: 0.07,
-                                              64: 0.03},
-                     "states": (0.46, 0.12, 0.42),
-                     "run": {"completed": _lognormal(917, 1.6), "cancelled": _lognormal(7260, 1.4),
-                             "failed": _lognormal(521, 1.8)},
-                     "queue": (0.20, 30, 2.2), "batch": 2.0, "gap": 60.0, "users": 60},
-            "Debug": {"share": 0.130, "gpus": {1: 0.55, 2: 0.10, 4: 0.10, 8: 0.20, 16: 0.04, 32: 0.01},
-                      "states": (0.45, 0.10, 0.45),
-                      "run": {"completed": _lognormal(307, 1.6), "cancelled": _lognormal(2460, 1.5),
-                              "failed": _lognormal(190, 1.7)},
-                      "queue": (0.12, 20, 2.0), "batch": 3.0, "gap": 45.0, "users": 300},
-            "Other": {"share": 0.102, "gpus": {1: 0.45, 2: 0.08, 4: 0.10, 8: 0.27, 16: 0.05, 32: 0.04,
-                                               64: 0.01},
-                      "states": (0.52, 0.09, 0.39),
-                      "run": {"completed": _lognormal(483, 1.7), "cancelled": _lognormal(5860, 1.5),
-                              "failed": _lognormal(393, 1.8)},
-                      "queue": (0.20, 30, 2.2), "batch": 3.0, "gap": 45.0, "users": 300},
-            "CPU": {"share": None, "gpus": {0: 1.0},
-                    "states": (0.858, 0.039, 0.103),
-                    "run": {"completed": ((0.9, 12, 1.2), (0.1, 1500, 1.8)),
-                            "cancelled": ((0.7, 30, 1.5), (0.3, 1500, 1.8)),
-                            "failed": ((0.9, 8, 1.2), (0.1, 600, 1.8))},
-                    "queue": (0.10, 10, 1.5), "fast_queue": (1.2, 0.6),
-                    "batch": 6.0, "gap": 5.0, "users": 400},
+            # length; gap: mean seconds between a burst's submissions; users: how many of the cluster's
+            # users submit this type
+            "Eval": _kind(share=0.649, gpus={1: 0.8, 2: 0.06, 4: 0.06, 8: 0.08}, states=(0.513, 0.057, 0.43),
+                          run=((58, 1.85), (860, 1.8), (42, 1.95)), queue=(0.6, 60, 2.5), batch=8.0, gap=20.0,
+                          users=320),
+            "Pretrain": _kind(share=0.009, gpus={8: 0.03, 16: 0.04, 32: 0.08, 64: 0.12, 128: 0.23, 256: 0.3,
+                                                  512: 0.15, 1024: 0.05},
+                              states=(0.25, 0.3, 0.45), run=((2390, 1.3), (11170, 1.1), (404, 1.6)),
+                              queue=(0.3, 30, 2.5), batch=1.3, gap=120.0, users=12),
+            "SFT": _kind(share=0.065, gpus={1: 0.27, 2: 0.05, 4: 0.1, 8: 0.3, 16: 0.12, 32: 0.1, 64: 0.06},
+                         states=(0.48, 0.12, 0.4), run=((618, 1.5), (4980, 1.3), (391, 1.7)),
+                         queue=(0.2, 30, 2.2), batch=2.0, gap=60.0, users=120),
+            "MLLM": _kind(share=0.045, gpus={1: 0.3, 2: 0.05, 4: 0.1, 8: 0.35, 16: 0.1, 32: 0.07, 64: 0.03},
+                          states=(0.46, 0.12, 0.42), run=((917, 1.6), (7260, 1.4), (521, 1.8)),
+                          queue=(0.2, 30, 2.2), batch=2.0, gap=60.0, users=60),
+            "Debug": _kind(share=0.13, gpus={1: 0.55, 2: 0.1, 4: 0.1, 8: 0.2, 16: 0.04, 32: 0.01},
+                           states=(0.45, 0.1, 0.45), run=((307, 1.6), (2460, 1.5), (190, 1.7)),
+                           queue=(0.12, 20, 2.0), batch=3.0, gap=45.0, users=300),
+            "Other": _kind(share=0.102,
+                           gpus={1: 0.45, 2: 0.08, 4: 0.1, 8: 0.27, 16: 0.05, 32: 0.04, 64: 0.01},
+                           states=(0.52, 0.09, 0.39), run=((483, 1.7), (5860, 1.5), (393, 1.8)),
+                           queue=(0.2, 30, 2.2), batch=3.0, gap=45.0, users=300),
+            "CPU": _kind(share=None, gpus={0: 1.0}, states=(0.858, 0.039, 0.103),
+                         run=(((0.9, 12, 1.2), (0.1, 1500, 1.8)), ((0.7, 30, 1.5), (0.3, 1500, 1.8)),
+                              ((0.9, 8, 1.2), (0.1, 600, 1.8))),
+                         queue=(0.1, 10, 1.5), fast_queue=(1.2, 0.6), batch=6.0, gap=5.0, users=400),
         },
     },
     "kalos": {
@@ -203,39 +208,25 @@ _PARAMS: dict[str, dict[str, Any]] = {
         "fast_queue": (10.0, 0.35),  # pod scheduling + image pull
         "types": {
             # run = end - start here; the raw duration adds the queueing delay
-            "Eval": {"share": 0.928, "gpus": {1: 0.62, 2: 0.08, 4: 0.10, 8: 0.20},
-                     "states": (0.556, 0.055, 0.389),
-                     "run": {"completed": _lognormal(46, 1.95), "cancelled": _lognormal(850, 1.8),
-                             "failed": _lognormal(35, 2.05)},
-                     "queue": (0.30, 140, 1.8), "fast_queue": (16.0, 0.35),
-                     "batch": 10.0, "gap": 15.0, "users": 90},
-            "Pretrain": {"share": 0.032, "gpus": {256: 0.25, 512: 0.30, 1024: 0.45},
-                         "states": (0.25, 0.25, 0.50),
-                         "run": {"completed": _lognormal(11000, 0.8), "cancelled": _lognormal(24000, 0.8),
-                                 "failed": _lognormal(556, 1.5)},
-                         "queue": (0.20, 120, 2.0), "batch": 1.3, "gap": 120.0, "users": 6},
-            "SFT": {"share": 0.005, "gpus": {8: 0.40, 16: 0.20, 32: 0.20, 64: 0.20},
-                    "states": (0.50, 0.15, 0.35),
-                    "run": {"completed": _lognormal(11300, 1.0), "cancelled": _lognormal(37600, 1.0),
-                            "failed": _lognormal(8000, 1.3)},
-                    "queue": (0.15, 100, 1.8), "batch": 1.5, "gap": 60.0, "users": 10},
-            "Debug": {"share": 0.022, "gpus": {1: 0.30, 8: 0.45, 16: 0.10, 64: 0.10, 128: 0.05},
-                      "states": (0.40, 0.10, 0.50),
-                      "run": {"completed": _lognormal(2750, 1.3), "cancelled": _lognormal(10900, 1.3),
-                              "failed": _lognormal(1100, 1.5)},
-                      "queue": (0.10, 60, 1.8), "batch": 3.0, "gap": 60.0, "users": 40},
-            "Other": {"share": 0.013, "gpus": {1: 0.20, 8: 0.30, 64: 0.30, 256: 0.15, 512: 0.05},
-                      "states": (0.50, 0.10, 0.40),
-                      "run": {"completed": _lognormal(3100, 1.2), "cancelled": _lognormal(15500, 1.2),
-                              "failed": _lognormal(2100, 1.4)},
-                      "queue": (0.12, 80, 1.8), "batch": 4.0, "gap": 120.0, "users": 30},
-            "CPU": {"share": None, "gpus": {0: 1.0},
-                    "states": (0.86, 0.001, 0.139),
-                    "run": {"completed": ((0.97, 11, 1.2), (0.03, 100, 1.2)),
-                            "cancelled": ((0.97, 11, 1.2), (0.03, 100, 1.2)),
-                            "failed": ((0.97, 8, 1.2), (0.03, 60, 1.2))},
-                    "queue": (0.08, 200, 1.8), "fast_queue": (9.5, 0.35),
-                    "batch": 6.0, "gap": 5.0, "users": 120},
+            "Eval": _kind(share=0.928, gpus={1: 0.62, 2: 0.08, 4: 0.1, 8: 0.2}, states=(0.556, 0.055, 0.389),
+                          run=((46, 1.95), (850, 1.8), (35, 2.05)), queue=(0.3, 140, 1.8),
+                          fast_queue=(16.0, 0.35), batch=10.0, gap=15.0, users=90),
+            "Pretrain": _kind(share=0.032, gpus={256: 0.25, 512: 0.3, 1024: 0.45}, states=(0.25, 0.25, 0.5),
+                              run=((11000, 0.8), (24000, 0.8), (556, 1.5)), queue=(0.2, 120, 2.0), batch=1.3,
+                              gap=120.0, users=6),
+            "SFT": _kind(share=0.005, gpus={8: 0.4, 16: 0.2, 32: 0.2, 64: 0.2}, states=(0.5, 0.15, 0.35),
+                         run=((11300, 1.0), (37600, 1.0), (8000, 1.3)), queue=(0.15, 100, 1.8), batch=1.5,
+                         gap=60.0, users=10),
+            "Debug": _kind(share=0.022, gpus={1: 0.3, 8: 0.45, 16: 0.1, 64: 0.1, 128: 0.05},
+                           states=(0.4, 0.1, 0.5), run=((2750, 1.3), (10900, 1.3), (1100, 1.5)),
+                           queue=(0.1, 60, 1.8), batch=3.0, gap=60.0, users=40),
+            "Other": _kind(share=0.013, gpus={1: 0.2, 8: 0.3, 64: 0.3, 256: 0.15, 512: 0.05},
+                           states=(0.5, 0.1, 0.4), run=((3100, 1.2), (15500, 1.2), (2100, 1.4)),
+                           queue=(0.12, 80, 1.8), batch=4.0, gap=120.0, users=30),
+            "CPU": _kind(share=None, gpus={0: 1.0}, states=(0.86, 0.001, 0.139),
+                         run=(((0.97, 11, 1.2), (0.03, 100, 1.2)), ((0.97, 11, 1.2), (0.03, 100, 1.2)),
+                              ((0.97, 8, 1.2), (0.03, 60, 1.2))),
+                         queue=(0.08, 200, 1.8), fast_queue=(9.5, 0.35), batch=6.0, gap=5.0, users=120),
         },
     },
 }

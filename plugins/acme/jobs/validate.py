@@ -74,24 +74,21 @@ def validate_jobs(jobs: pd.DataFrame, *, layout: str, source_file: str) -> Valid
 
 
 def validate_job_table(table: pa.Table, *, layout: str, source_file: str) -> TableOutcome:
-    """:func:`validate_jobs` over an Arrow table in the canonical schema (the one data path).
+    """:func:`validate_jobs` over an Arrow table in the canonical schema (the one data path; text
+    columns may be dictionary-encoded, see :func:`acme.jobs.schema.job_schema_drift`).
 
-    Only the validated columns become pandas; the accepted rows are an Arrow filter of ``table``
-    (the table itself when every row passes), and only the rejected rows are turned into text.
+    Only the validated columns become pandas (:func:`_narrow_frame`); the accepted rows are an
+    Arrow filter of ``table`` (the table itself when every row passes), and only the rejected
+    rows are turned into text.
     """
     import numpy as np
     import pyarrow as pa
 
-    from acme.jobs.schema import job_arrow_schema, with_current_columns
+    from acme.jobs.schema import canonical_job_table, job_schema_drift, with_current_columns
 
-    expected = job_arrow_schema()
     table = with_current_columns(table)
-    if not table.schema.equals(expected):
-        drift = [
-            f"{f.name}: {f.type} (expected {expected.field(f.name).type})"
-            for f in table.schema
-            if f.type != expected.field(f.name).type
-        ]
+    drift = job_schema_drift(table.schema)
+    if drift:
         raise SchemaDriftError(
             source_file, f"parsed job records do not match the canonical schema: {'; '.join(drift)}"
         )
@@ -101,7 +98,7 @@ def validate_job_table(table: pa.Table, *, layout: str, source_file: str) -> Tab
         return TableOutcome(table, _rejected(None, [], reasons, source_file), report)
     keep = np.ones(table.num_rows, dtype=bool)
     keep[bad] = False
-    rejected_rows = table.take(pa.array(bad)).to_pandas(types_mapper=_nullable_ints)
+    rejected_rows = canonical_job_table(table.take(pa.array(bad))).to_pandas(types_mapper=_nullable_ints)
     return TableOutcome(
         table.filter(pa.array(keep)), _rejected(rejected_rows, bad, reasons, source_file), report
     )
@@ -115,7 +112,18 @@ def _nullable_ints(arrow_type):
 
 
 def _narrow_frame(table: pa.Table, columns: list[str]) -> pd.DataFrame:
-    return table.select(columns).to_pandas(types_mapper=_nullable_ints)
+    """The columns the suite reads, as pandas with numpy-backed columns only (GX filters and copies
+    the frame per expectation; Arrow-backed text would make each copy a slow ``take``):
+    dictionary-encoded text becomes categoricals, and ``job_id`` becomes each id's code in a
+    dictionary of the ids (equal codes exactly where the ids are equal, null where the id is), so
+    the uniqueness and not-null checks see the same rows fail as on the text."""
+    import pyarrow.compute as pc
+
+    narrow = table.select(columns)
+    index = narrow.schema.get_field_index("job_id")
+    codes = pc.dictionary_encode(narrow["job_id"].combine_chunks()).indices  # one dictionary for all rows
+    narrow = narrow.set_column(index, "job_id", codes)
+    return narrow.to_pandas(types_mapper=_nullable_ints, split_blocks=True)  # numbers without nulls: no copy
 
 
 def _suite(frame: pd.DataFrame, layout: str, source_file: str) -> tuple[dict[int, list[str]], dict[str, Any]]:
@@ -170,7 +178,9 @@ def build_job_expectations(layout: str, columns: list[str] | None = None) -> lis
     rules = layout_rules(layout)
     columns = validated_columns(layout) if columns is None else columns
     expectations = [
-        e.ExpectTableColumnsToMatchSet(column_set=[*columns, *_DERIVED], exact_match=True),
+        e.ExpectTableColumnsToMatchSet(
+            column_set=[*(c for c in columns if c not in _DERIVATION_ONLY), *_DERIVED], exact_match=True
+        ),
         # The pandas type of a tz-aware column is Timestamp; a naive one is numpy.datetime64.
         *(
             e.ExpectColumnValuesToBeOfType(
@@ -193,30 +203,23 @@ def build_job_expectations(layout: str, columns: list[str] | None = None) -> lis
             ]
         ),
         e.ExpectColumnValuesToBeUnique(column="job_id", meta={"reason": "job_id appears more than once"}),
-        e.ExpectColumnValuesToBeInSet(
-            column="state", value_set=list(STATES), meta={"reason": "unknown state"}
+        *(
+            e.ExpectColumnValuesToBeInSet(column=name, value_set=values, meta={"reason": reason})
+            for name, values, reason in (
+                ("state", list(STATES), "unknown state"),
+                ("state_group", sorted(set(STATE_GROUPS.values())), "unknown state group"),
+                ("job_type", list(JOB_TYPES), "unknown job type"),
+            )
         ),
-        e.ExpectColumnValuesToBeInSet(
-            column="state_group",
-            value_set=sorted(set(STATE_GROUPS.values())),
-            meta={"reason": "unknown state group"},
-        ),
-        e.ExpectColumnValuesToBeInSet(
-            column="job_type", value_set=list(JOB_TYPES), meta={"reason": "unknown job type"}
-        ),
-        e.ExpectColumnPairValuesAToBeGreaterThanB(
-            column_A="start_time",
-            column_B="submit_time",
-            or_equal=True,
-            ignore_row_if="either_value_is_missing",
-            meta={"reason": "start_time before submit_time"},
-        ),
-        e.ExpectColumnPairValuesAToBeGreaterThanB(
-            column_A="end_time",
-            column_B="start_time",
-            or_equal=True,
-            ignore_row_if="either_value_is_missing",
-            meta={"reason": "end_time before start_time"},
+        *(
+            e.ExpectColumnPairValuesAToBeGreaterThanB(
+                column_A=later,
+                column_B=earlier,
+                or_equal=True,
+                ignore_row_if="either_value_is_missing",
+                meta={"reason": f"{later} before {earlier}"},
+            )
+            for later, earlier in (("start_time", "submit_time"), ("end_time", "start_time"))
         ),
         # State-dependent end times through derived columns rather than row conditions: a row
         # condition makes GX copy the whole frame for each expectation.
@@ -265,6 +268,9 @@ def _layout_expectations(e: Any, rules: LayoutRules) -> list:
     return expectations
 
 
+# Read only to derive the gap columns: left out of the frame the suite sees (GX copies it whole
+# when it filters rows, so every column it does not check costs a copy per such expectation).
+_DERIVATION_ONLY = ["gpu_time", "gpu_share", "source_duration_s", "source_gpu_time"]
 _DERIVED = [
     "_time_key",
     "_gpu_time_gap",
@@ -304,7 +310,7 @@ def _with_derived_columns(
     def zero_if_null(column: pd.Series) -> pd.Series:
         return column.fillna(0.0) if column.hasnans else column  # no copy without nulls
 
-    return jobs.assign(
+    derived = jobs.assign(
         # end_time where the job should have one; a RUNNING job counts as having it.
         _end_time_unless_running=jobs["end_time"].where(~running, time_key),
         # end_time where the job must not have one; null elsewhere.
@@ -324,6 +330,7 @@ def _with_derived_columns(
             else gap(jobs["source_duration_s"], measured)
         ),
     )
+    return derived.drop(columns=_DERIVATION_ONLY)
 
 
 def preload_in_background():
@@ -363,7 +370,13 @@ def _run_suite(frame: pd.DataFrame, expectations: list, suite_name: str) -> list
     )
     suite = context.suites.add(gx.ExpectationSuite(name=suite_name, expectations=expectations))
     batch = batch_definition.get_batch(batch_parameters={"dataframe": frame})
-    validation = batch.validate(suite, result_format={"result_format": "COMPLETE"})
+    try:
+        validation = batch.validate(suite, result_format={"result_format": "COMPLETE"})
+    finally:
+        # GX keeps the last context process-wide, and with it the batch's frame (a hundred MB per
+        # million jobs) until the next validation: let it go now, before publishing.
+        context.data_sources.delete("acme")
+        del batch
     summaries = []
     for result in validation.results:
         configuration = result.expectation_config
