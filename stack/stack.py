@@ -527,10 +527,48 @@ def health(settings: StackSettings) -> dict[str, Any] | None:
         return None
 
 
-def _components_healthy(settings: StackSettings) -> bool:
-    document = health(settings) or {}
-    parts = ("metadatabase", "scheduler", "triggerer", "dag_processor")
-    return all((document.get(part) or {}).get("status") == "healthy" for part in parts)
+HEALTH_PARTS = ("metadatabase", "scheduler", "triggerer", "dag_processor")
+
+
+def unhealthy_parts(settings: StackSettings) -> dict[str, Any]:
+    """What the api-server's health document says is not healthy (empty when all is), or why there is
+    no document."""
+    document = health(settings)
+    if document is None:
+        return {"api-server": f"no answer from {api_url(settings)}/api/v2/monitor/health"}
+    return {
+        part: document.get(part)
+        for part in HEALTH_PARTS
+        if (document.get(part) or {}).get("status") != "healthy"
+    }
+
+
+def _wait_healthy(settings: StackSettings, timeout_s: float) -> list[str]:
+    """Wait until the api-server reports every component healthy. A service that exits meanwhile is
+    started again, as the deployment's supervisor does (``restart: unless-stopped``): after a restart of
+    Postgres the scheduler, dag-processor and triggerer exit, and on a loaded machine one of them may
+    still be on its way out when ``up`` looks, then exit and never report again. Returns the services
+    started again; on timeout the error names what is unhealthy and which services run."""
+    restarted = []
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if not unhealthy_parts(settings):
+            return restarted
+        for name in SERVICES[1:]:
+            if service_pid(settings, name) is None:
+                if restarted.count(name) == 3:
+                    raise StackError(
+                        f"{name} exited 4 times while the stack started; log: {settings.logs}/{name}.log"
+                    )
+                start_service(settings, name)
+                restarted.append(name)
+        time.sleep(1)
+    running = {name: service_pid(settings, name) for name in SERVICES}
+    raise StackError(
+        f"timed out after {timeout_s:.0f} s waiting for the api-server and its components to be healthy: "
+        f"unhealthy {json.dumps(unhealthy_parts(settings))}; services (PID, None = not running) "
+        f"{json.dumps(running)}; started again while waiting: {restarted or 'none'}; logs in {settings.logs}"
+    )
 
 
 def _worker_ready(settings: StackSettings) -> bool:
@@ -566,10 +604,9 @@ def up(settings: StackSettings, timeout_s: float = 240) -> dict[str, Any]:
         raise StackError(f"airflow db migrate failed: {migrate.stderr[-2000:]}")
     for name in SERVICES[1:]:
         start_service(settings, name)
-    _wait("the api-server and its components to be healthy", lambda: _components_healthy(settings),
-          timeout_s, settings, "api-server")  # fmt: skip
+    restarted = _wait_healthy(settings, timeout_s)
     _wait("the Celery worker", lambda: _worker_ready(settings), timeout_s, settings, "worker")
-    return status(settings)
+    return status(settings) | {"started_again_while_waiting": restarted}
 
 
 def down(settings: StackSettings, purge: bool = False) -> list[str]:
