@@ -184,6 +184,39 @@ def run_breakdown(api: Api, runs: list[dict], wall_s: float, slots: int) -> dict
     }
 
 
+CONSUMERS = ("diagnose_failures", "characterize")  # scheduled on the job Asset, and on the diagnoses
+
+
+def consumer_runs(api: Api) -> dict[str, list[dict]]:
+    """The runs of the Asset-triggered consumer DAGs (the API pages at 100; a few here)."""
+    return {
+        dag_id: api.call("GET", f"/api/v2/dags/{dag_id}/dagRuns?limit=100")["dag_runs"]
+        for dag_id in CONSUMERS
+    }
+
+
+def consumer_summary(api: Api, runs: dict[str, list[dict]]) -> dict[str, Any]:
+    """Per consumer DAG: its runs, their states, and how many Asset events they consumed in all (Airflow
+    folds the events queued since a consumer's last run into its next run)."""
+    summary = {}
+    for dag_id, dag_runs in runs.items():
+        events = 0
+        for run in dag_runs:
+            path = (
+                f"/api/v2/dags/{dag_id}/dagRuns/{urllib.parse.quote(run['dag_run_id'])}/upstreamAssetEvents"
+            )
+            events += len(api.call("GET", path)["asset_events"])
+        summary[dag_id] = {
+            "runs": len(dag_runs),
+            "states": sorted(r["state"] for r in dag_runs),
+            "asset_events_consumed": events,
+            "run_duration_median_s": _median(
+                [d for r in dag_runs if (d := _seconds(r["end_date"], r["start_date"])) is not None]
+            ),
+        }
+    return summary
+
+
 def postgres_backend_cpu_s(database: str) -> float:
     """CPU seconds (user + system) of the live Postgres backends connected to ``database`` (the
     stack's metadata DB): the stack's processes keep their connections pooled, so the difference of
@@ -221,6 +254,11 @@ def main() -> None:
     parser.add_argument("--max-active-runs", type=int, default=4)
     parser.add_argument("--parallelism", type=int, default=4)
     parser.add_argument("--concurrency", type=int, default=2, help="Celery worker concurrency")
+    parser.add_argument(
+        "--consumers",
+        action="store_true",
+        help=f"also unpause the Asset-triggered consumers ({', '.join(CONSUMERS)}) and wait for their runs",
+    )
     args = parser.parse_args()
 
     trace = synth_trace(args.cluster, args.days, args.scale)
@@ -243,9 +281,11 @@ def main() -> None:
         extra_env={
             "ACME_CLUSTERS_FILE": str(clusters),
             # Only the backfill's runs: other DAGs stay paused and the scheduler creates no
-            # scheduled (cron or Asset) runs of its own.
+            # scheduled (cron or Asset) runs of its own. With --consumers it creates both (Airflow
+            # has one switch for them): the job DAG's own run for yesterday is made too, and waits
+            # for input that the synthesized trace does not have (its retries are not counted).
             "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "True",
-            "AIRFLOW__SCHEDULER__USE_JOB_SCHEDULE": "False",
+            "AIRFLOW__SCHEDULER__USE_JOB_SCHEDULE": str(args.consumers),
         },
     )
     try:
@@ -254,9 +294,11 @@ def main() -> None:
         startup_s = time.monotonic() - started
         api = Api(settings)
         deadline = time.monotonic() + 300
+        unpaused = ["ingest_job_traces", *(CONSUMERS if args.consumers else ())]
         while True:
             try:
-                api.call("PATCH", "/api/v2/dags/ingest_job_traces", {"is_paused": False})
+                for dag_id in unpaused:
+                    api.call("PATCH", f"/api/v2/dags/{dag_id}", {"is_paused": False})
                 break
             except OSError:
                 if time.monotonic() > deadline:
@@ -290,6 +332,14 @@ def main() -> None:
                 raise SystemExit(f"the backfill did not finish within {timeout_s} s")
             time.sleep(2)
         wall_s = time.monotonic() - began
+        consumers: dict[str, Any] = {}
+        if args.consumers:
+            while any(r["state"] in ("queued", "running") for rs in consumer_runs(api).values() for r in rs):
+                if time.monotonic() - began > timeout_s:
+                    raise SystemExit(f"the consumers' runs did not finish within {timeout_s} s")
+                time.sleep(2)
+            consumers = consumer_summary(api, consumer_runs(api))
+            consumers["wall_s_until_their_last_run_ended"] = round(time.monotonic() - began, 1)
         cpu_after = stack_cpu_seconds(settings)
         postgres_cpu_s = postgres_backend_cpu_s(settings.database) - postgres_before
         pss_end = {name: round(m["pss"] / 2**20) for name, m in stack_memory(settings).items()}
@@ -341,6 +391,7 @@ def main() -> None:
                 name: round(cpu_after[name] - cpu_before[name], 1) for name in cpu_after
             }
             | {"postgres_backends": round(postgres_cpu_s, 1)},
+            "consumers": consumers or "paused",
             "every_job_published_exactly_once": exact,
             "run_breakdown": run_breakdown(api, runs, wall_s, args.concurrency),
         }
@@ -349,7 +400,7 @@ def main() -> None:
             "stack_backfill"
             if (args.cluster, args.days) == ("kalos", 30)
             else f"stack_backfill_{args.cluster}_{args.days}d"
-        )
+        ) + ("_with_consumers" if args.consumers else "")
         out = ROOT / "benchmarks" / "results" / f"{name}.json"
         out.write_text(json.dumps(result, indent=1) + "\n")
         if states != ["success"] or not exact:
