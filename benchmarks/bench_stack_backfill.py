@@ -334,7 +334,13 @@ def main() -> None:
         wall_s = time.monotonic() - began
         consumers: dict[str, Any] = {}
         if args.consumers:
-            while any(r["state"] in ("queued", "running") for rs in consumer_runs(api).values() for r in rs):
+            # Done when no consumer run is queued or running and none was created in the last 30 s (the
+            # scheduler creates a run for events queued since the previous one on a later pass).
+            quiet_since, seen = time.monotonic(), -1
+            while time.monotonic() - quiet_since < 30:
+                runs_now = [r for rs in consumer_runs(api).values() for r in rs]
+                if len(runs_now) != seen or any(r["state"] in ("queued", "running") for r in runs_now):
+                    quiet_since, seen = time.monotonic(), len(runs_now)
                 if time.monotonic() - began > timeout_s:
                     raise SystemExit(f"the consumers' runs did not finish within {timeout_s} s")
                 time.sleep(2)
