@@ -7,8 +7,11 @@ worker over Redis, Postgres metadata DB, lake on the loopback S3 server — runs
 ``airflow backfill create`` over the 30 days. Measured: wall time from the backfill's creation to
 the end of its last run, runs per minute, and the memory of the whole stack (the RSS of every
 process of its process groups, summed, sampled every 0.5 s): its peak, and its peak in the first
-and in the last quarter of the backfill (bounded memory: the last is not above the first by much). Afterwards every day's partition is
-read back from S3 and compared with its input (each job exactly once).
+and in the last quarter of the backfill (bounded memory: the last is not above the first by much), the
+CPU time each service of the stack (and the Postgres backends of its database) used during the
+backfill, and where a run's time goes (``run_breakdown``: scheduler hand-over, queued, running, per
+task). Afterwards every day's partition is read back from S3 and compared with its input (each job
+exactly once).
 
 Parallelism is stated in the results: ``[core] parallelism``, Celery worker concurrency, the
 backfill's ``--max-active-runs``. The stack is stopped and its database dropped at the end, also on
@@ -37,12 +40,22 @@ import urllib.request
 import uuid
 from datetime import date, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "plugins"))
 
-from stack.stack import StackSettings, down, lake_client, stack_env, stack_rss_bytes, up  # noqa: E402
+from stack.stack import (  # noqa: E402
+    StackSettings,
+    down,
+    lake_client,
+    stack_cpu_seconds,
+    stack_env,
+    stack_memory,
+    stack_rss_bytes,
+    up,
+)
 
 DATA = ROOT / "benchmarks" / ".data"
 START = date(2023, 7, 1)
@@ -120,32 +133,107 @@ def backfill_runs(api: Api) -> list[dict]:
             return runs
 
 
-def task_timings(api: Api, runs: list[dict]) -> dict[str, dict[str, float]]:
-    """Per task id, over every run: the median time a task instance ran (start → end, which includes
-    its process start and imports) and waited (queued → start: scheduling and a free worker slot)."""
+def _seconds(later: str | None, earlier: str | None) -> float | None:
+    if not later or not earlier:
+        return None
+    return (datetime.fromisoformat(later) - datetime.fromisoformat(earlier)).total_seconds()
+
+
+def _median(values: list[float]) -> float | None:
     import statistics
 
-    ran: dict[str, list[float]] = {}
-    waited: dict[str, list[float]] = {}
+    return round(statistics.median(values), 2) if values else None
+
+
+def run_breakdown(api: Api, runs: list[dict], wall_s: float, slots: int) -> dict[str, Any]:
+    """Where a run's time goes, as medians over the runs, per task in the order the tasks ran:
+    ``handed_over_s`` from the run's start or the previous task's end to this task being queued
+    (the scheduler's turn), ``waited_s`` queued → started (the broker, a free worker slot, the fork
+    of the task process), ``ran_s`` started → ended (the task process: its DAG parse, imports, work
+    and calls to the API); then ``after_last_task_s``, the last task's end → the run's end. The
+    worker slots' busy share is the tasks' summed run time over wall time × slots."""
+    per_task: dict[str, dict[str, list[float]]] = {}
+    after_last: list[float] = []
+    busy = 0.0
     for run in runs:
         path = f"/api/v2/dags/ingest_job_traces/dagRuns/{urllib.parse.quote(run['dag_run_id'])}/taskInstances"
-        for ti in api.call("GET", path)["task_instances"]:
-            if ti.get("start_date") and ti.get("end_date"):
-                start = datetime.fromisoformat(ti["start_date"])
-                ran.setdefault(ti["task_id"], []).append(
-                    (datetime.fromisoformat(ti["end_date"]) - start).total_seconds()
-                )
-                if ti.get("queued_when"):
-                    queued = datetime.fromisoformat(ti["queued_when"])
-                    waited.setdefault(ti["task_id"], []).append((start - queued).total_seconds())
+        instances = [t for t in api.call("GET", path)["task_instances"] if t.get("queued_when")]
+        instances.sort(key=lambda t: t["queued_when"])
+        previous_end = run["start_date"]
+        for ti in instances:
+            timings = per_task.setdefault(ti["task_id"], {"handed_over_s": [], "waited_s": [], "ran_s": []})
+            for name, value in (
+                ("handed_over_s", _seconds(ti["queued_when"], previous_end)),
+                ("waited_s", _seconds(ti["start_date"], ti["queued_when"])),
+                ("ran_s", _seconds(ti["end_date"], ti["start_date"])),
+            ):
+                if value is not None:
+                    timings[name].append(value)
+            busy += _seconds(ti["end_date"], ti["start_date"]) or 0.0
+            previous_end = ti["end_date"] or previous_end
+        last = _seconds(run["end_date"], previous_end)
+        if last is not None:
+            after_last.append(last)
     return {
-        task: {
-            "instances": len(times),
-            "ran_median_s": round(statistics.median(times), 2),
-            "waited_median_s": round(statistics.median(waited.get(task, [0.0])), 2),
-        }
-        for task, times in ran.items()
+        "tasks_median": {
+            task: {"instances": len(t["ran_s"])} | {name: _median(values) for name, values in t.items()}
+            for task, t in per_task.items()
+        },
+        "after_last_task_median_s": _median(after_last),
+        "worker_slots_busy_share": round(busy / (wall_s * slots), 3),
     }
+
+
+CONSUMERS = ("diagnose_failures", "characterize")  # scheduled on the job Asset, and on the diagnoses
+
+
+def consumer_runs(api: Api) -> dict[str, list[dict]]:
+    """The runs of the Asset-triggered consumer DAGs (the API pages at 100; a few here)."""
+    return {
+        dag_id: api.call("GET", f"/api/v2/dags/{dag_id}/dagRuns?limit=100")["dag_runs"]
+        for dag_id in CONSUMERS
+    }
+
+
+def consumer_summary(api: Api, runs: dict[str, list[dict]]) -> dict[str, Any]:
+    """Per consumer DAG: its runs, their states, and how many Asset events they consumed in all (Airflow
+    folds the events queued since a consumer's last run into its next run)."""
+    summary = {}
+    for dag_id, dag_runs in runs.items():
+        events = 0
+        for run in dag_runs:
+            path = (
+                f"/api/v2/dags/{dag_id}/dagRuns/{urllib.parse.quote(run['dag_run_id'])}/upstreamAssetEvents"
+            )
+            events += len(api.call("GET", path)["asset_events"])
+        summary[dag_id] = {
+            "runs": len(dag_runs),
+            "states": sorted(r["state"] for r in dag_runs),
+            "asset_events_consumed": events,
+            "run_duration_median_s": _median(
+                [d for r in dag_runs if (d := _seconds(r["end_date"], r["start_date"])) is not None]
+            ),
+        }
+    return summary
+
+
+def postgres_backend_cpu_s(database: str) -> float:
+    """CPU seconds (user + system) of the live Postgres backends connected to ``database`` (the
+    stack's metadata DB): the stack's processes keep their connections pooled, so the difference of
+    two readings is close to what the DB did for the stack in between."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    used = 0.0
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            command = (entry / "cmdline").read_bytes().decode(errors="replace")
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        if command.startswith("postgres: ") and f" {database} " in command:
+            used += sum(int(v) for v in stat[stat.rindex(")") + 2 :].split()[11:13]) / ticks
+    return used
 
 
 def count_published(settings: StackSettings, cluster: str, day: str) -> tuple[int, int]:
@@ -166,6 +254,11 @@ def main() -> None:
     parser.add_argument("--max-active-runs", type=int, default=4)
     parser.add_argument("--parallelism", type=int, default=4)
     parser.add_argument("--concurrency", type=int, default=2, help="Celery worker concurrency")
+    parser.add_argument(
+        "--consumers",
+        action="store_true",
+        help=f"also unpause the Asset-triggered consumers ({', '.join(CONSUMERS)}) and wait for their runs",
+    )
     args = parser.parse_args()
 
     trace = synth_trace(args.cluster, args.days, args.scale)
@@ -188,9 +281,11 @@ def main() -> None:
         extra_env={
             "ACME_CLUSTERS_FILE": str(clusters),
             # Only the backfill's runs: other DAGs stay paused and the scheduler creates no
-            # scheduled (cron or Asset) runs of its own.
+            # scheduled (cron or Asset) runs of its own. With --consumers it creates both (Airflow
+            # has one switch for them): the job DAG's own run for yesterday is made too, and waits
+            # for input that the synthesized trace does not have (its retries are not counted).
             "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "True",
-            "AIRFLOW__SCHEDULER__USE_JOB_SCHEDULE": "False",
+            "AIRFLOW__SCHEDULER__USE_JOB_SCHEDULE": str(args.consumers),
         },
     )
     try:
@@ -199,9 +294,11 @@ def main() -> None:
         startup_s = time.monotonic() - started
         api = Api(settings)
         deadline = time.monotonic() + 300
+        unpaused = ["ingest_job_traces", *(CONSUMERS if args.consumers else ())]
         while True:
             try:
-                api.call("PATCH", "/api/v2/dags/ingest_job_traces", {"is_paused": False})
+                for dag_id in unpaused:
+                    api.call("PATCH", f"/api/v2/dags/{dag_id}", {"is_paused": False})
                 break
             except OSError:
                 if time.monotonic() > deadline:
@@ -210,6 +307,8 @@ def main() -> None:
         idle_rss = stack_rss_bytes(settings)
         sampler = RssSampler(settings)
         sampler.start()
+        cpu_before = stack_cpu_seconds(settings)
+        postgres_before = postgres_backend_cpu_s(settings.database)
         began = time.monotonic()
         created = subprocess.run(
             [AIRFLOW, "backfill", "create", "--dag-id", "ingest_job_traces", "--from-date", days[0],
@@ -233,6 +332,23 @@ def main() -> None:
                 raise SystemExit(f"the backfill did not finish within {timeout_s} s")
             time.sleep(2)
         wall_s = time.monotonic() - began
+        consumers: dict[str, Any] = {}
+        if args.consumers:
+            # Done when no consumer run is queued or running and none was created in the last 30 s (the
+            # scheduler creates a run for events queued since the previous one on a later pass).
+            quiet_since, seen = time.monotonic(), -1
+            while time.monotonic() - quiet_since < 30:
+                runs_now = [r for rs in consumer_runs(api).values() for r in rs]
+                if len(runs_now) != seen or any(r["state"] in ("queued", "running") for r in runs_now):
+                    quiet_since, seen = time.monotonic(), len(runs_now)
+                if time.monotonic() - began > timeout_s:
+                    raise SystemExit(f"the consumers' runs did not finish within {timeout_s} s")
+                time.sleep(2)
+            consumers = consumer_summary(api, consumer_runs(api))
+            consumers["wall_s_until_their_last_run_ended"] = round(time.monotonic() - began, 1)
+        cpu_after = stack_cpu_seconds(settings)
+        postgres_cpu_s = postgres_backend_cpu_s(settings.database) - postgres_before
+        pss_end = {name: round(m["pss"] / 2**20) for name, m in stack_memory(settings).items()}
         sampler.stop.set()
         sampler.join()
         states = sorted({r["state"] for r in runs})
@@ -276,15 +392,21 @@ def main() -> None:
                 "mean": round(sum(sampler.load) / len(sampler.load), 2),
                 "max": max(sampler.load),
             },
+            "stack_pss_at_end_mib": pss_end,
+            "cpu_s_during_backfill": {
+                name: round(cpu_after[name] - cpu_before[name], 1) for name in cpu_after
+            }
+            | {"postgres_backends": round(postgres_cpu_s, 1)},
+            "consumers": consumers or "paused",
             "every_job_published_exactly_once": exact,
-            "tasks": task_timings(api, runs),
+            "run_breakdown": run_breakdown(api, runs, wall_s, args.concurrency),
         }
         print(json.dumps(result, indent=1))
         name = (
             "stack_backfill"
             if (args.cluster, args.days) == ("kalos", 30)
             else f"stack_backfill_{args.cluster}_{args.days}d"
-        )
+        ) + ("_with_consumers" if args.consumers else "")
         out = ROOT / "benchmarks" / "results" / f"{name}.json"
         out.write_text(json.dumps(result, indent=1) + "\n")
         if states != ["success"] or not exact:

@@ -167,6 +167,9 @@ def stack_env(settings: StackSettings) -> dict[str, str]:
         "AIRFLOW__CELERY__BROKER_URL": f"redis://{host}:{port}/{settings.redis_db}",
         "AIRFLOW__CELERY__RESULT_BACKEND": f"db+{database_url}",
         "AIRFLOW__CELERY__WORKER_CONCURRENCY": str(settings.worker_concurrency),
+        # The worker imports the task code's heavy libraries once, before it forks its pool, so that
+        # a task does not import them again (stack/worker_preload.py says why).
+        "AIRFLOW__CELERY__EXTRA_CELERY_CONFIG": json.dumps({"imports": ["stack.worker_preload"]}),
         "AIRFLOW__CORE__PARALLELISM": str(settings.parallelism),
         "AIRFLOW__CORE__DAGS_FOLDER": str(ROOT / "dags"),
         "AIRFLOW__CORE__PLUGINS_FOLDER": str(ROOT / "plugins"),
@@ -213,8 +216,11 @@ def stack_env(settings: StackSettings) -> dict[str, str]:
         "AWS_ENDPOINT_URL_S3": s3,
         "GX_ANALYTICS_ENABLED": "false",
         # This tree's plugins first: an editable install elsewhere (a .pth file of the venv) would
-        # otherwise give the workers another tree's acme and acme_airflow.
-        "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT / "plugins"), os.environ.get("PYTHONPATH")])),
+        # otherwise give the workers another tree's acme and acme_airflow. The tree itself for the
+        # worker's stack.worker_preload.
+        "PYTHONPATH": os.pathsep.join(
+            filter(None, [str(ROOT / "plugins"), str(ROOT), os.environ.get("PYTHONPATH")])
+        ),
     }
     env.update(settings.extra_env)
     return env
@@ -353,9 +359,11 @@ def stop_service(settings: StackSettings, name: str, sig: int = signal.SIGTERM, 
     return True
 
 
-def group_pids(pgid: int) -> list[int]:
-    """Live (non-zombie) processes of a process group."""
-    pids = []
+def _live_processes() -> list[list[str]]:
+    """For every live (non-zombie) process: its PID, then the ``/proc/<pid>/stat`` fields after the
+    command name (index 1 the state, 3 the process group, 12–15 the CPU times utime, stime, cutime,
+    cstime in clock ticks)."""
+    processes = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
@@ -364,9 +372,29 @@ def group_pids(pgid: int) -> list[int]:
         except OSError:
             continue
         fields = stat[stat.rindex(")") + 2 :].split()
-        if int(fields[2]) == pgid and fields[0] != "Z":
-            pids.append(int(entry.name))
-    return pids
+        if fields[0] != "Z":
+            processes.append([entry.name, *fields])
+    return processes
+
+
+def group_pids(pgid: int) -> list[int]:
+    """Live (non-zombie) processes of a process group."""
+    return [int(fields[0]) for fields in _live_processes() if int(fields[3]) == pgid]
+
+
+def stack_cpu_seconds(settings: StackSettings) -> dict[str, float]:
+    """Per service: the CPU time (user + system) its live processes used, with that of the children they
+    have reaped (a Celery pool process reaps its task processes), in seconds. The difference of two
+    readings is what the service used in between, as long as no process of it exited meanwhile
+    without a parent in the group to reap it."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    groups = {name: service_pid(settings, name) for name in SERVICES}
+    used = dict.fromkeys(SERVICES, 0.0)
+    for fields in _live_processes():
+        for name, pgid in groups.items():
+            if pgid is not None and int(fields[3]) == pgid:
+                used[name] += sum(int(value) for value in fields[12:16]) / ticks
+    return used
 
 
 def _memory_kib(pid: int) -> tuple[int, int]:
@@ -387,9 +415,10 @@ def _memory_kib(pid: int) -> tuple[int, int]:
 def stack_memory(settings: StackSettings) -> dict[str, dict[str, int]]:
     """Per service: its processes (every member of its process group), their summed RSS and PSS in bytes."""
     memory = {}
+    processes = _live_processes()  # one pass over /proc for every service
     for name in SERVICES:
         pid = service_pid(settings, name)
-        members = group_pids(pid) if pid else []
+        members = [int(fields[0]) for fields in processes if pid and int(fields[3]) == pid]
         sizes = [_memory_kib(member) for member in members]
         memory[name] = {
             "processes": len(members),
@@ -498,10 +527,48 @@ def health(settings: StackSettings) -> dict[str, Any] | None:
         return None
 
 
-def _components_healthy(settings: StackSettings) -> bool:
-    document = health(settings) or {}
-    parts = ("metadatabase", "scheduler", "triggerer", "dag_processor")
-    return all((document.get(part) or {}).get("status") == "healthy" for part in parts)
+HEALTH_PARTS = ("metadatabase", "scheduler", "triggerer", "dag_processor")
+
+
+def unhealthy_parts(settings: StackSettings) -> dict[str, Any]:
+    """What the api-server's health document says is not healthy (empty when all is), or why there is
+    no document."""
+    document = health(settings)
+    if document is None:
+        return {"api-server": f"no answer from {api_url(settings)}/api/v2/monitor/health"}
+    return {
+        part: document.get(part)
+        for part in HEALTH_PARTS
+        if (document.get(part) or {}).get("status") != "healthy"
+    }
+
+
+def _wait_healthy(settings: StackSettings, timeout_s: float) -> list[str]:
+    """Wait until the api-server reports every component healthy. A service that exits meanwhile is
+    started again, as the deployment's supervisor does (``restart: unless-stopped``): after a restart of
+    Postgres the scheduler, dag-processor and triggerer exit, and on a loaded machine one of them may
+    still be on its way out when ``up`` looks, then exit and never report again. Returns the services
+    started again; on timeout the error names what is unhealthy and which services run."""
+    restarted = []
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if not unhealthy_parts(settings):
+            return restarted
+        for name in SERVICES[1:]:
+            if service_pid(settings, name) is None:
+                if restarted.count(name) == 3:
+                    raise StackError(
+                        f"{name} exited 4 times while the stack started; log: {settings.logs}/{name}.log"
+                    )
+                start_service(settings, name)
+                restarted.append(name)
+        time.sleep(1)
+    running = {name: service_pid(settings, name) for name in SERVICES}
+    raise StackError(
+        f"timed out after {timeout_s:.0f} s waiting for the api-server and its components to be healthy: "
+        f"unhealthy {json.dumps(unhealthy_parts(settings))}; services (PID, None = not running) "
+        f"{json.dumps(running)}; started again while waiting: {restarted or 'none'}; logs in {settings.logs}"
+    )
 
 
 def _worker_ready(settings: StackSettings) -> bool:
@@ -537,10 +604,9 @@ def up(settings: StackSettings, timeout_s: float = 240) -> dict[str, Any]:
         raise StackError(f"airflow db migrate failed: {migrate.stderr[-2000:]}")
     for name in SERVICES[1:]:
         start_service(settings, name)
-    _wait("the api-server and its components to be healthy", lambda: _components_healthy(settings),
-          timeout_s, settings, "api-server")  # fmt: skip
+    restarted = _wait_healthy(settings, timeout_s)
     _wait("the Celery worker", lambda: _worker_ready(settings), timeout_s, settings, "worker")
-    return status(settings)
+    return status(settings) | {"started_again_while_waiting": restarted}
 
 
 def down(settings: StackSettings, purge: bool = False) -> list[str]:

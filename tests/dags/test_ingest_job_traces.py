@@ -63,6 +63,27 @@ def test_nightly_run_publishes_every_cluster_once_and_a_rerun_changes_nothing(ai
     assert lake_content(lake_dir) == before
 
 
+def test_one_ingest_task_per_configured_cluster_and_a_one_cluster_run_skips_the_others(airflow_db, lake_dir):
+    run = run_dag(SAMPLE_DAY, cluster="seren")
+    assert run.state == "success"
+    states = {ti.rendered_map_index: (ti.task_id, ti.state) for ti in run.get_task_instances()}
+    assert states == {"kalos": ("ingest", "skipped"), "seren": ("ingest", "success")}
+    assert sorted(p.parent.parent.name for p in lake_dir.glob("jobs/*/*/jobs.parquet")) == ["cluster=seren"]
+
+
+def test_an_unreadable_clusters_file_fails_the_run_instead_of_doing_nothing(
+    airflow_db, lake_dir, tmp_path, monkeypatch
+):
+    broken = tmp_path / "clusters.yaml"
+    broken.write_text("clusters: [this is not a mapping\n")
+    monkeypatch.setenv("ACME_CLUSTERS_FILE", str(broken))
+    run = run_dag(SAMPLE_DAY)
+    assert run.state == "failed"
+    (ingest,) = run.get_task_instances()
+    assert ingest.state == "failed" and ingest.try_number == 1  # a configuration error is not retried
+    assert not (lake_dir / "jobs").exists()
+
+
 def test_a_bad_input_fails_the_run_keeps_its_quarantine_and_publishes_nothing(airflow_db, lake_dir, tmp_path):
     sample = ROOT / "include" / "sample_data" / "jobs" / "kalos" / f"{SAMPLE_DAY}.csv"
     header, *rows = sample.read_text().splitlines()
