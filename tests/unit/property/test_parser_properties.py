@@ -267,12 +267,12 @@ def acmetrace_csv(draw) -> str:
 @SETTINGS
 @given(text=acmetrace_csv())
 def test_acmetrace_parser_accounts_for_every_row(text, tmp_path_factory):
-    from acme.jobs.acmetrace import parse_acmetrace
+    from acme.jobs.acmetrace import parse_acmetrace_table
 
     path = tmp_path_factory.mktemp("acmetrace") / "cluster_job_trace.csv"
     path.write_text(text, encoding="utf-8")
     try:
-        result = parse_acmetrace(path, "seren", source_file="fuzz.csv")
+        result = parse_acmetrace_table(path, "seren", source_file="fuzz.csv")
     except InputError:
         event("refused whole with InputError")
         return
