@@ -33,5 +33,7 @@ def test_the_bundled_model_generates_in_a_child_process_without_crashing():
     done = subprocess.run(
         [sys.executable, "-c", script, str(bundled_gguf())], capture_output=True, text=True, timeout=300
     )
-    assert done.returncode == 0, f"generation ended with {done.returncode} (negative: a signal): {done.stderr[-2000:]}"
+    assert done.returncode == 0, (
+        f"generation ended with {done.returncode} (negative: a signal): {done.stderr[-2000:]}"
+    )
     assert int(done.stdout.strip().splitlines()[-1]) >= 2  # the prompt's tokens went through the model
