@@ -17,6 +17,7 @@ This file is parsed by vulture, never imported.
 # shared (acme_airflow)
 OrderedAssetManager  # loaded by Airflow from AIRFLOW__CORE__ASSET_MANAGER_CLASS (Makefile, stack, compose)
 CLASS_PATH  # that setting's value, one spelling for the Makefile/compose and tests
+CELERY_CONFIG  # loaded by Airflow's Celery worker from AIRFLOW__CELERY__CELERY_CONFIG_OPTIONS (stack)
 
 # Attributes set on third-party objects (their libraries read them)
 _.pad_token  # transformers tokenizer (evaluation/inference.py)

@@ -15,6 +15,10 @@ crash. `plan_jobs` splits the failed jobs by one listing of `ACME_DIAGNOSIS_LOG_
   (`diagnosis/queue/cluster=<c>/pending.json`) and the next runs take them, oldest first; the run's
   log and the Asset event say how many wait.
 
+**A crash's own diagnosis** (a manual run naming one `job_id`) is made inside `plan_jobs`, and no
+`diagnose` step is mapped: planning one job is reading its record, so that boundary would buy no useful
+retry, only a hand-over and a task start on the way from the crash to its restart.
+
 `publish` writes nothing itself (records are in `diagnoses/cluster=<c>/date=<d>/`) but updates the
 `acme_diagnoses` Asset with the run's counts.
 
@@ -86,10 +90,13 @@ RECOVERY_DAG_ID = "recover_training"
 def diagnose_failures():
     @task
     def plan_jobs() -> list[dict]:
-        """Plan the run into the lake (staging/diagnose_failures/<run>/plan.json); return its steps."""
+        """Plan the run into the lake (staging/diagnose_failures/<run>/plan.json); return the steps to map.
+        A manual run of one job is diagnosed here instead (its summary is the XCom ``diagnosed``)."""
         from acme.clusters import load_clusters
-        from acme.diagnosis.nightly import diagnosis_targets, plan_run
+        from acme.diagnosis.nightly import diagnose_step, diagnosis_targets, plan_run
+        from acme.diagnosis.pipeline import AgentOnDemand
         from acme_airflow.context import run_day
+        from acme_airflow.llm import failure_agent
         from acme_airflow.tasks import lake_task
 
         context = get_current_context()
@@ -104,12 +111,18 @@ def diagnose_failures():
                 lake, targets, run_id=context["run_id"], job_id=params.get("job_id"),
                 log=params.get("log"), rediagnose=bool(params.get("rediagnose")),
             )  # fmt: skip
+            manual = (
+                [diagnose_step(lake, step, AgentOnDemand(failure_agent)) for step in plan["steps"]]
+                if plan["manual"]
+                else []
+            )
+        context["ti"].xcom_push(key="diagnosed", value=manual)
         print(
             f"planned {plan['without_log']} failed jobs without a log (bulk, from metadata) and "
             f"{plan['with_log']} with a log in {len(plan['chunks'])} chunk(s); {plan['waiting']} wait in the "
             f"carry-over queue (ACME_DIAGNOSIS_MAX_JOBS); {plan['already_diagnosed']} were diagnosed before"
         )
-        return plan["steps"]
+        return [] if plan["manual"] else plan["steps"]
 
     @task(
         max_active_tis_per_dag=settings.diagnosis().concurrency,
@@ -118,27 +131,26 @@ def diagnose_failures():
     def diagnose(step: dict) -> dict:
         """All the planned jobs without a log in one go from their metadata (no model), or one chunk of those
         with a log: compress, rules, retrieval, agent, one job after another (the model loads once)."""
-        from acme.diagnosis.nightly import diagnose_chunk, diagnose_without_logs
+        from acme.diagnosis.nightly import diagnose_step
+        from acme.diagnosis.pipeline import AgentOnDemand
         from acme_airflow.llm import failure_agent
         from acme_airflow.tasks import lake_task
 
         with lake_task() as lake:
-            if "chunk" not in step:
-                return diagnose_without_logs(lake, step["plan"])
-            # The LLM endpoint from the Airflow connection (ACME_LLM_CONN_ID), else the environment;
-            # None offline.
-            return diagnose_chunk(lake, step["plan"], step["chunk"], agent=failure_agent())
+            # The LLM endpoint from the Airflow connection (ACME_LLM_CONN_ID), else the environment; None
+            # offline; looked up only when a job needs the agent.
+            return diagnose_step(lake, step, AgentOnDemand(failure_agent))
 
     # A run with nothing to diagnose maps no step (that task is skipped): publish all the same.
     @task(outlets=[DIAGNOSES], trigger_rule="none_failed")
-    def publish(steps: list[dict] | None) -> list[dict]:
+    def publish(steps: list[dict] | None, diagnosed: list[dict] | None) -> list[dict]:
         """Summarize the run on the Asset; return the recovery requests (conf + a run id per job)."""
         from acme.diagnosis.nightly import plan_key, summarize
         from acme_airflow.tasks import lake_task
 
         with lake_task() as lake:
             plan = lake.read_json(plan_key(get_current_context()["run_id"]))
-        summary = summarize(list(steps or []), plan["waiting"])
+        summary = summarize(list(steps or []) + list(diagnosed or []), plan["waiting"])
         print(
             f"diagnosed {summary['jobs']} failed jobs (sources {summary['sources']}); "
             f"{summary['waiting']} wait for a later run"
@@ -163,7 +175,8 @@ def diagnose_failures():
         with lake_task() as lake:
             lake.delete_prefix(plan_folder(get_current_context()["run_id"]))
 
-    recoveries = publish(diagnose.expand(step=plan_jobs()))
+    planned = plan_jobs()
+    recoveries = publish(diagnose.expand(step=planned), planned["diagnosed"])
     recoveries >> drop_plan()
     # Mapped over the recovery requests: none (the usual night) -> the task is skipped, nothing is triggered.
     TriggerDagRunOperator.partial(

@@ -62,9 +62,13 @@ def kalos_day(lake_dir, tmp_path, monkeypatch):
     return {"lake": lake, "ids": ids, "completed": [r.split(",", 1)[0] for r in completed]}
 
 
-def records(lake_dir: Path) -> dict[str, dict]:
-    path = lake_dir / f"diagnoses/cluster=kalos/date={DAY}/diagnoses.parquet"
+def records_of(lake_dir: Path, cluster: str, day: str) -> dict[str, dict]:
+    path = lake_dir / f"diagnoses/cluster={cluster}/date={day}/diagnoses.parquet"
     return {row["job_id"]: row for row in pq.read_table(path).to_pylist()}
+
+
+def records(lake_dir: Path) -> dict[str, dict]:
+    return records_of(lake_dir, "kalos", DAY)
 
 
 def test_nightly_run_diagnoses_every_failed_job_once_and_routes_them(airflow_db, lake_dir, kalos_day):
@@ -127,10 +131,15 @@ SACCT_FAILED_PRETRAIN = (
 )
 
 
+@pytest.mark.parametrize(
+    "conf", [{"day": "2024-03-10", "cluster": "seren"}, {"day": "2024-03-10", "cluster": "seren", "job_id": "8100"}],
+    ids=["nightly", "manual-after-the-crash"],
+)  # fmt: skip
 def test_infrastructure_failure_of_a_pretrain_job_triggers_recover_training(
-    airflow_db, lake_dir, tmp_path, monkeypatch
+    airflow_db, lake_dir, tmp_path, monkeypatch, conf
 ):
-    """A Slurm job (sacct ingest gives its node list) dies of an ECC error: recover_training gets its conf."""
+    """A Slurm job (sacct ingest gives its node list) dies of an ECC error: recover_training gets its conf,
+    from the nightly run and from a manual run naming the job (diagnosed by plan_jobs, no diagnose step)."""
     from airflow.models import DagRun
     from airflow.utils.session import create_session
 
@@ -145,13 +154,18 @@ def test_infrastructure_failure_of_a_pretrain_job_triggers_recover_training(
     log.parent.mkdir(parents=True)
     log.write_text("\n".join(iter_training_log(2_000, seed=1, ranks=16, failure="ECCError")) + "\n")
 
+    with create_session() as session:  # the other case's recovery run would make this trigger a no-op
+        session.query(DagRun).filter(DagRun.dag_id == "recover_training").delete()
     dag = load_dag()
     for task in dag.tasks:
         task.retries = 0
-    run = dag.test(
-        logical_date=datetime(2024, 3, 10, tzinfo=UTC), run_conf={"day": "2024-03-10", "cluster": "seren"}
-    )
+    run = dag.test(logical_date=datetime(2024, 3, 10, tzinfo=UTC), run_conf=conf)
     assert run.state == "success"
+    states = {(ti.task_id, ti.map_index): ti.state for ti in run.get_task_instances()}
+    manual = "job_id" in conf
+    assert states[("diagnose", 0 if not manual else -1)] == ("skipped" if manual else "success")
+    assert states[("publish", -1)] == states[("trigger_recovery", 0)] == "success"
+    assert records_of(lake_dir, "seren", "2024-03-10")["8100"]["reason"] == "ECCError"
     with create_session() as session:
         triggered = session.query(DagRun).filter(DagRun.dag_id == "recover_training").all()
         confs = {r.run_id: r.conf for r in triggered}

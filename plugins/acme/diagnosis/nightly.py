@@ -217,6 +217,7 @@ def plan_run(
         "with_log": len(with_log),
         "waiting": waiting,
         "already_diagnosed": skipped,
+        "manual": bool(job_id),
         "chunks": [{"plan": key, "chunk": i, "jobs": len(c)} for i, c in enumerate(plan["chunks"])],
         # The DAG's mapped steps: the bulk step only when there are jobs without a log (a crash's own
         # diagnosis then takes one worker slot, not two), then one per chunk.
@@ -405,6 +406,14 @@ def diagnose_chunk(lake: Lake, key: str, index: int, agent: Any = None) -> dict[
 
         flush_deferred_cases(lake)
     return _step_summary(routed, partitions, len(items) - len(todo), errors)
+
+
+def diagnose_step(lake: Lake, step: dict[str, Any], agent: Any = None) -> dict[str, Any]:
+    """One planned step (``plan_run``'s ``steps``): the jobs without a log in bulk, or one chunk of those with
+    a log (``agent``: the LLM agent, or an ``acme.diagnosis.pipeline.AgentOnDemand``)."""
+    if "chunk" not in step:
+        return diagnose_without_logs(lake, step["plan"])
+    return diagnose_chunk(lake, step["plan"], step["chunk"], agent=agent)
 
 
 def summarize(steps: list[dict[str, Any]], waiting: int = 0) -> dict[str, Any]:

@@ -26,7 +26,7 @@ from __future__ import annotations
 import gzip
 import os
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC, date, datetime
 from typing import IO, TYPE_CHECKING, Any, cast
 
@@ -235,7 +235,24 @@ def json_safe_job(job: dict[str, Any] | None) -> dict[str, Any]:
 
 
 # ------------------------------------------------------------------------------------------ diagnosis
+class AgentOnDemand:
+    """An agent made by ``make()`` the first time a diagnosis asks for one (None: no agent). Inside Airflow,
+    finding the LLM connection is an API call, which a diagnosis a rule decided never needs."""
+
+    def __init__(self, make: Callable[[], Any]):
+        self._make = make
+        self._made = False
+        self._agent: Any = None
+
+    def get(self) -> Any:
+        if not self._made:
+            self._agent, self._made = self._make(), True
+        return self._agent
+
+
 def _agent_for(agent: Any) -> Any:
+    if isinstance(agent, AgentOnDemand):
+        agent = agent.get() or CONFIGURED_AGENT
     if agent != CONFIGURED_AGENT:
         return agent
     from acme.diagnosis.llm_agent import FailureAgent

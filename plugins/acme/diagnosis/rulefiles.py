@@ -25,7 +25,10 @@ def load_rule_file(path: Path, parse: Callable[[Any, str], Rules], what: str) ->
     import yaml
 
     try:
-        document = yaml.safe_load(path.read_text(encoding="utf-8"))
+        # libyaml's loader when built in: the same safe loading, ~10x faster (seconds of a crash's diagnosis)
+        document = yaml.load(
+            path.read_text(encoding="utf-8"), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+        )
     except yaml.YAMLError as exc:
         raise ConfigError(f"{what} {path} is not valid YAML: {exc}") from exc
     rules = parse(document, str(path))
