@@ -167,9 +167,6 @@ def stack_env(settings: StackSettings) -> dict[str, str]:
         "AIRFLOW__CELERY__BROKER_URL": f"redis://{host}:{port}/{settings.redis_db}",
         "AIRFLOW__CELERY__RESULT_BACKEND": f"db+{database_url}",
         "AIRFLOW__CELERY__WORKER_CONCURRENCY": str(settings.worker_concurrency),
-        # The worker imports the task code's heavy libraries once, before it forks its pool, so that
-        # a task does not import them again (stack/worker_preload.py says why).
-        "AIRFLOW__CELERY__EXTRA_CELERY_CONFIG": json.dumps({"imports": ["stack.worker_preload"]}),
         "AIRFLOW__CORE__PARALLELISM": str(settings.parallelism),
         "AIRFLOW__CORE__DAGS_FOLDER": str(ROOT / "dags"),
         "AIRFLOW__CORE__PLUGINS_FOLDER": str(ROOT / "plugins"),
@@ -189,12 +186,12 @@ def stack_env(settings: StackSettings) -> dict[str, str]:
         # memory peak of a Seren-scale day came at a parse (benchmarks/README.md).
         "AIRFLOW__DAG_PROCESSOR__PARSING_PROCESSES": "1",
         "AIRFLOW__SCHEDULER__SCHEDULER_HEARTBEAT_SEC": "2",
-        # (h-20) No stale-bundle clean-up: it removes old copies of *versioned* (Git) DAG bundles, and the
+        # No stale-bundle clean-up: it removes old copies of *versioned* (Git) DAG bundles, and the
         # stack's only bundle is the unversioned dags folder. The Celery worker ran it as a process of its
         # own (~130 MiB RSS, doing nothing here); with a versioned bundle, set it back (Airflow: 1800 s).
         "AIRFLOW__DAG_PROCESSOR__STALE_BUNDLE_CLEANUP_INTERVAL": "0",
-        # (h-20) Airflow's Celery settings plus the modules every task imports, loaded by the worker before
-        # it forks: each task process starts with them (about 0.45 s of CPU less per task; see the module).
+        # Airflow's Celery settings plus the modules the tasks import, loaded by the worker before it
+        # forks: each task process starts with them (seconds of CPU less per ingest task; see the module).
         "AIRFLOW__CELERY__CELERY_CONFIG_OPTIONS": "acme_airflow.celery_config.CELERY_CONFIG",
         # The scheduler's loop sleeps this long when it found nothing to do (Airflow: 1 s): a finished
         # task's successor is scheduled on the next pass, so every hand-over on a crash's way to its
@@ -223,11 +220,8 @@ def stack_env(settings: StackSettings) -> dict[str, str]:
         "AWS_ENDPOINT_URL_S3": s3,
         "GX_ANALYTICS_ENABLED": "false",
         # This tree's plugins first: an editable install elsewhere (a .pth file of the venv) would
-        # otherwise give the workers another tree's acme and acme_airflow. The tree itself for the
-        # worker's stack.worker_preload.
-        "PYTHONPATH": os.pathsep.join(
-            filter(None, [str(ROOT / "plugins"), str(ROOT), os.environ.get("PYTHONPATH")])
-        ),
+        # otherwise give the workers another tree's acme and acme_airflow.
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT / "plugins"), os.environ.get("PYTHONPATH")])),
     }
     env.update(settings.extra_env)
     return env
