@@ -77,9 +77,6 @@ _.cpu_bound_s  # kept: one of the lower bound's three components (evaluation/sim
 _.save  # kept: RuntimePriors.save is the pair of RuntimePriors.load (a Lake round trip), used by tests
 
 # recovery
-recover  # tests (recovery/recover.py; the DAG runs the steps one by one)
-torchrun_command  # tests (recovery/allgather_check.py)
-write_metrics  # tests (recovery/synth_checkpoints.py)
 
 # detection
 
