@@ -47,6 +47,7 @@ _.load_and_preprocess_s  # measured prior (priors.py), serialized to evaluation/
 _.inference_start_s  # simulator job record (simulator.py), read by tests
 _.precursor_ready_s  # simulator job record (simulator.py), read by tests
 _.gpu_bound_s  # simulator lower bound part, read by tests
+_.cpu_bound_s  # simulator lower bound part, read by tests
 _.chain_bound_s  # simulator lower bound part, read by tests
 _.first_inference_s  # simulator lower bound part, read by tests
 
@@ -74,13 +75,8 @@ jobs_from_arrow  # tests and benchmarks: a partition read back as the canonical 
 # diagnosis
 
 # evaluation
-_.cpu_bound_s  # kept: one of the lower bound's three components (evaluation/simulator.py LowerBound), a result record
-_.save  # kept: RuntimePriors.save is the pair of RuntimePriors.load (a Lake round trip), used by tests
 
 # recovery
-recover  # tests (recovery/recover.py; the DAG runs the steps one by one)
-torchrun_command  # tests (recovery/allgather_check.py)
-write_metrics  # tests (recovery/synth_checkpoints.py)
 
 # detection
 

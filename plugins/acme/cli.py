@@ -391,7 +391,7 @@ def _detect_hangs(args: argparse.Namespace) -> dict:
 
 def _synth_campaigns(args: argparse.Namespace) -> dict:
     from acme.lake import open_lake
-    from acme.synth.campaigns import write_synth_campaigns
+    from acme.report.synth_campaigns import write_synth_campaigns
 
     return write_synth_campaigns(open_lake(args.lake), args.cluster, args.seed)
 

@@ -23,6 +23,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 from acme.errors import AcmeError, ConfigError
@@ -43,10 +44,12 @@ class LakeStorageError(AcmeError):
 
 @dataclass(frozen=True)
 class LakeObject:
-    """One stored object: its key and size in bytes."""
+    """One stored object: its key, size in bytes and when it was last written (seconds since the epoch;
+    0 when the store does not say)."""
 
     key: str
     size: int
+    modified: float = 0.0
 
 
 class Lake:
@@ -134,7 +137,7 @@ class Lake:
         for path, info in self.fs.find(base, detail=True).items():
             key = path[len(root) :] if path.startswith(root) else path
             if ".tmp-" not in key:
-                found.append(LakeObject(key, int(info.get("size") or 0)))
+                found.append(LakeObject(key, int(info.get("size") or 0), _modified_s(info)))
         return sorted(found, key=lambda item: item.key)
 
     def owns(self, url: str) -> bool:
@@ -364,6 +367,14 @@ class Lake:
             endpoint_url=client_kwargs.get("endpoint_url") or options.get("endpoint_url"),
             region_name=client_kwargs.get("region_name"),
         )
+
+
+def _modified_s(info: dict[str, Any]) -> float:
+    """When the store last wrote an object, from its listing entry (local ``mtime``, S3 ``LastModified``)."""
+    stamp = info.get("mtime", info.get("LastModified"))
+    if isinstance(stamp, datetime):
+        return stamp.timestamp()
+    return float(stamp or 0.0)
 
 
 def _temporary_prefix(name: str) -> str:

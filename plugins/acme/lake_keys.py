@@ -246,11 +246,13 @@ def simulated_backend_state(cluster: str) -> str:
 # --- evaluation ------------------------------------------------------------------------------------
 
 EVAL_PRIORS = "eval/priors/priors.json"
+EVAL_RUNS = "eval/runs"
+"""Every evaluation's folder, by model (``eval_run``)."""
 
 
 def eval_run(model_id: str, run: str) -> str:
     """The folder of one evaluation (checkpoint × suite)."""
-    return f"eval/runs/{model_id}/{run}"
+    return f"{EVAL_RUNS}/{model_id}/{run}"
 
 
 def eval_measurements(model_id: str, run: str) -> str:

@@ -140,9 +140,6 @@ class ProjectSettings:
             start = datetime.fromisoformat(raw_start).replace(tzinfo=UTC)
         except ValueError:
             raise ConfigError(f"ACME_START_DATE={raw_start!r} is not a date") from None
-        raw_runs = read.text("ACME_MAX_ACTIVE_RUNS", "4")
-        if not raw_runs.isdigit() or int(raw_runs) < 1:
-            raise ConfigError(f"ACME_MAX_ACTIVE_RUNS={raw_runs!r} must be a positive integer")
         return cls(
             include_dir=include,
             lake_uri=read.text("ACME_LAKE_URI", str(PROJECT_ROOT / "lake")),
@@ -150,8 +147,8 @@ class ProjectSettings:
             clusters_file=read.path("ACME_CLUSTERS_FILE", include / "config" / "clusters.yaml"),
             reference_dir=read.path("ACME_REFERENCE_DIR", PROJECT_ROOT.parent / "shared" / "reference"),
             start_date=start,
-            catchup=read.text("ACME_CATCHUP", "false").lower() in ("1", "true", "yes"),
-            max_active_runs=int(raw_runs),
+            catchup=read.flag("ACME_CATCHUP"),
+            max_active_runs=read.integer("ACME_MAX_ACTIVE_RUNS", 4, low=1),
         )
 
 
@@ -334,15 +331,13 @@ class AgentsSettings:
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> AgentsSettings:
         read = Env(environ)
-        bounds = {}
-        for name, key in (
-            ("ACME_LLM_MAX_LOG_LINES", "max_log_lines"),
-            ("ACME_LLM_MAX_LOG_CHARS", "max_log_chars"),
-        ):
-            raw = read.text(name)
-            if raw and not raw.isdigit():
-                raise ConfigError(f"{name}={raw!r} must be a positive integer")
-            bounds[key] = int(raw) if raw else None
+        bounds = {
+            key: read.integer(name, 0, low=1) if read.text(name) else None
+            for name, key in (
+                ("ACME_LLM_MAX_LOG_LINES", "max_log_lines"),
+                ("ACME_LLM_MAX_LOG_CHARS", "max_log_chars"),
+            )
+        }
         return cls(
             conn_id=read.text("ACME_LLM_CONN_ID", "acme_llm"),
             base_url=read.text("ACME_LLM_BASE_URL"),
@@ -547,9 +542,6 @@ class RecoverySettings:
         namespace = read.text("ACME_RECOVERY_NAMESPACE", "training")
         if not _K8S_NAME.match(namespace):
             raise ConfigError(f"ACME_RECOVERY_NAMESPACE={namespace!r} is not a Kubernetes namespace name")
-        max_nodes_raw = read.text("ACME_RECOVERY_MAX_NODES", "2")
-        if not max_nodes_raw.isdigit():
-            raise ConfigError(f"ACME_RECOVERY_MAX_NODES={max_nodes_raw!r} must be a whole number >= 0")
         pattern = read.text("ACME_CHECKPOINT_URI_PATTERN") or None
         if pattern is not None:
             pattern = checked_checkpoint_pattern(pattern, "ACME_CHECKPOINT_URI_PATTERN")
@@ -558,7 +550,7 @@ class RecoverySettings:
             namespace=namespace,
             check_image=read.text("ACME_RECOVERY_CHECK_IMAGE", "ghcr.io/acme/allgather-check:torch2.13-cu12"),
             gpus_per_node=int(read.number("ACME_RECOVERY_GPUS_PER_NODE", "8", above=0, integer=True)),
-            max_nodes=int(max_nodes_raw),
+            max_nodes=read.integer("ACME_RECOVERY_MAX_NODES", 2, low=0),
             max_share=read.number("ACME_RECOVERY_MAX_SHARE", "0.05"),
             kubernetes_conn_id=read.text("ACME_RECOVERY_KUBERNETES_CONN_ID", "kubernetes_default"),
             taint_key=read.text("ACME_RECOVERY_TAINT_KEY", "acme.io/faulty"),
@@ -750,17 +742,9 @@ class ReportSettings:
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> ReportSettings:
         read = Env(environ)
-        definition = read.text("ACME_REPORT_DEFINITION", "run")
-        if definition not in REPORT_DEFINITIONS:
-            raise ConfigError(
-                f"ACME_REPORT_DEFINITION={definition!r} must be one of {', '.join(REPORT_DEFINITIONS)}"
-            )
-        raw_threads = read.text("ACME_REPORT_THREADS", "2")
-        if not raw_threads.isdigit() or int(raw_threads) < 1:
-            raise ConfigError(f"ACME_REPORT_THREADS={raw_threads!r} must be a positive integer")
         return cls(
-            definition=definition,
-            duckdb_threads=int(raw_threads),
+            definition=read.choice("ACME_REPORT_DEFINITION", "run", REPORT_DEFINITIONS),
+            duckdb_threads=read.integer("ACME_REPORT_THREADS", 2, low=1),
             duckdb_memory_limit=read.text("ACME_REPORT_MEMORY_LIMIT", "1GB"),
         )
 

@@ -1,7 +1,8 @@
 """The all-gather check program for real: torch.distributed with gloo on CPU, two ranks on 127.0.0.1.
 
-Each rank is started by torchrun exactly as a node of a world would be (``torchrun_command``, c10d
-rendezvous on loopback); the ranks' output is parsed with ``parse_check_output`` into the world's result.
+Each rank is started by torchrun exactly as a node of a world would be
+(``tests.recovery_support.torchrun_command``, c10d rendezvous on loopback); the ranks' output is parsed
+with ``parse_check_output`` into the world's result.
 """
 
 from __future__ import annotations
@@ -14,8 +15,9 @@ from pathlib import Path
 import pytest
 
 from acme.recovery import allgather_check
-from acme.recovery.allgather_check import parse_check_output, torchrun_command
+from acme.recovery.allgather_check import parse_check_output
 from tests.integration.conftest import free_port
+from tests.recovery_support import torchrun_command
 
 pytestmark = pytest.mark.integration
 

@@ -22,11 +22,12 @@ import pytest
 
 from acme.lake import Lake
 from acme.recovery.actions import ActionLog
-from acme.recovery.recover import RecoveryRequest, recover
+from acme.recovery.recover import RecoveryRequest
 from acme.recovery.slurm_backend import SlurmBackend, SlurmCommandError, parse_oneliner
 from acme.recovery.synth_checkpoints import write_checkpoint
 from acme.settings import recovery as recovery_settings
 from tests.integration.conftest import free_port
+from tests.recovery_support import recover
 
 pytestmark = pytest.mark.integration
 

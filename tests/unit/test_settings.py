@@ -63,7 +63,7 @@ def test_project_settings_follow_the_environment(monkeypatch, tmp_path):
     assert project.start_date == datetime(2023, 7, 1, tzinfo=UTC)
     assert project.max_active_runs == 2
     monkeypatch.setenv("ACME_MAX_ACTIVE_RUNS", "0")
-    with pytest.raises(ConfigError, match="ACME_MAX_ACTIVE_RUNS='0' must be a positive integer"):
+    with pytest.raises(ConfigError, match="ACME_MAX_ACTIVE_RUNS='0' must be at least 1"):
         settings.project()
 
 

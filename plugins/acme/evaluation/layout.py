@@ -19,10 +19,13 @@ does what is missing::
 from __future__ import annotations
 
 import hashlib
+import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from acme import lake_keys
+from acme.errors import InputError
 
 PRIORS_KEY = lake_keys.EVAL_PRIORS
 
@@ -71,3 +74,14 @@ class EvalRun:
 
     def to_dict(self) -> dict[str, str]:
         return {"model_id": self.model_id, "run": self.run}
+
+
+def json_object(text: str, source: str, what: str) -> dict[str, Any]:
+    """The JSON object of a stored document (a plan, the priors); InputError naming ``source`` otherwise."""
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputError(source, f"not JSON ({exc.msg})", line=exc.lineno) from None
+    if not isinstance(data, dict):
+        raise InputError(source, f"{what} JSON is not an object")
+    return data

@@ -53,6 +53,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from acme.errors import ConfigError, InputError
+from acme.evaluation.layout import json_object
 from acme.evaluation.priors import (
     Hardware,
     ModelSpec,
@@ -220,13 +221,7 @@ class Plan:
 
     @classmethod
     def from_json(cls, text: str, source: str = "<plan>") -> Plan:
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise InputError(source, f"not JSON ({exc.msg})", line=exc.lineno) from None
-        if not isinstance(data, dict):
-            raise InputError(source, "plan JSON is not an object")
-        return cls.from_dict(data, source)
+        return cls.from_dict(json_object(text, source, "plan"), source)
 
 
 @dataclass

@@ -40,7 +40,8 @@ that trial (164 × 0.6 s) is the assumption the calibration rests on.
 Learning: ``RuntimePriors.update`` blends measured per-sample times into the priors with an
 exponential moving average (``alpha`` = weight of the new measurement), after converting them to
 the 7B single-GPU reference so measurements of any model size improve the priors of every size.
-Priors round-trip through JSON (``to_json`` / ``from_json``) or a Lake key (``save`` / ``load``).
+Priors round-trip through JSON (``to_json`` / ``from_json``); an evaluation keeps them in the lake
+(``acme.evaluation.evaluation_run.load_priors`` / ``fold_into_priors``).
 """
 
 from __future__ import annotations
@@ -50,13 +51,11 @@ import math
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from acme.errors import ConfigError, InputError
+from acme.evaluation.layout import json_object
 from acme.evaluation.suite import EvalDataset
-
-if TYPE_CHECKING:
-    from acme.lake import Lake
 
 REFERENCE_PARAMS = 7e9
 BYTES_PER_PARAM_BF16 = 2
@@ -428,26 +427,7 @@ class RuntimePriors:
 
     @classmethod
     def from_json(cls, text: str, source: str = "<priors>") -> RuntimePriors:
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise InputError(source, f"not JSON ({exc.msg})", line=exc.lineno) from None
-        if not isinstance(data, dict):
-            raise InputError(source, "priors JSON is not an object")
-        return cls.from_dict(data, source)
-
-    def save(self, lake: Lake, key: str = "evaluation/priors.json") -> str:
-        """Publish the priors to the lake (whole-object write); returns the written URL."""
-        return lake.write_json(key, self.to_dict())
-
-    @classmethod
-    def load(cls, lake: Lake, key: str = "evaluation/priors.json", hardware: Hardware | None = None):
-        """Priors stored in the lake, or fresh ones (seeded from the suite) if none were stored."""
-        data = lake.read_json(key)
-        if data is None:
-            return cls(hardware=hardware or Hardware())
-        priors = cls.from_dict(data, source=lake.url(key))
-        return priors if hardware is None else replace(priors, hardware=hardware)
+        return cls.from_dict(json_object(text, source, "priors"), source)
 
 
 def _blend(previous: float | None, observed: float, alpha: float) -> float:

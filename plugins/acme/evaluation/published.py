@@ -10,19 +10,23 @@ verdict then says ("not significant"). Prompts differ from the card's harness
 (lighteval; 5-shot GSM8K; our items come partly from train splits, see ``include/eval/real/SOURCES.md``),
 which the comparison states.
 
-``python -m acme.evaluation.published --lake LAKE`` prints the latest evaluation of the ``real`` suite:
-per dataset the score, its interval, the published figure, and the measured seconds per sample (median
-and max) and tokens per second -- what ``make demo`` shows after its evaluation step.
+``python -m acme.evaluation.published [--lake LAKE]`` prints the latest evaluation of the ``real`` suite in
+a local or S3 lake: per dataset the score, its interval, the published figure, and the measured seconds
+per sample (median and max) and tokens per second -- what ``make demo`` shows after its evaluation step.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import re
 from pathlib import Path
 from typing import Any
 
+from acme import lake_keys
+from acme.errors import InputError
 from acme.evaluation.evaluation_run import wilson_interval
+from acme.lake import Lake, open_lake
 
 
 def published_path() -> Path:
@@ -73,26 +77,35 @@ def _verdict(value: float | None, low: float, high: float, p_value: float | None
     return "outside our interval" + (" (not significant)" if p_value >= 0.05 else "")
 
 
-def _latest_results(lake_root: Path, suite_stem: str) -> tuple[Path, list[dict[str, Any]]]:
-    import pyarrow.parquet as pq
-
-    found = sorted(
-        (lake_root / "eval" / "runs").glob(f"*/{suite_stem}-*/results.parquet"),
-        key=lambda p: p.stat().st_mtime,
-    )
+def latest_results(lake: Lake, suite_stem: str) -> tuple[str, list[dict[str, Any]]]:
+    """The results of the suite's most recently written evaluation in the lake (any model), and their URL."""
+    run_folder = re.compile(rf"{re.escape(suite_stem)}-[0-9a-f]{{8}}")
+    found = [
+        item
+        for item in lake.find(lake_keys.EVAL_RUNS)
+        if (parts := item.key.split("/"))[-1] == "results.parquet"
+        and len(parts) == 5
+        and run_folder.fullmatch(parts[3])
+    ]
     if not found:
-        raise SystemExit(f"no evaluation of the {suite_stem} suite under {lake_root}/eval/runs")
-    return found[-1], pq.read_table(found[-1]).to_pylist()
+        raise InputError(
+            lake.url(lake_keys.EVAL_RUNS), f"no evaluation of the {suite_stem} suite: run one first"
+        )
+    latest = max(found, key=lambda item: (item.modified, item.key))
+    return lake.url(latest.key), lake.read_parquet(latest.key).to_pylist()
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m acme.evaluation.published", description=__doc__.split("\n")[0]
     )
-    parser.add_argument("--lake", required=True, type=Path, help="local lake root")
+    parser.add_argument("--lake", help="the lake: a folder or s3://bucket/prefix (default ACME_LAKE_URI)")
     parser.add_argument("--suite", default="real_suite", help="suite file stem (default: real_suite)")
     args = parser.parse_args(argv)
-    path, rows = _latest_results(args.lake, args.suite)
+    try:
+        path, rows = latest_results(open_lake(args.lake), args.suite)
+    except InputError as exc:
+        raise SystemExit(str(exc)) from None
     published = json.loads(published_path().read_text())
     by_name = {r["dataset"]: r for r in rows}
     print(f"  model: {published['model']}; published figures: {published['source']}")

@@ -599,6 +599,9 @@ def opencompass_two_stage_makespan(
 
 @dataclass(frozen=True)
 class LowerBound:
+    """The lower bound ``value_s``: the largest of its GPU, CPU and chain parts (module doc), which tell
+    which resource bounds the makespan; each counts from ``first_inference_s``."""
+
     value_s: float
     gpu_bound_s: float
     cpu_bound_s: float

@@ -219,19 +219,10 @@ def samples_table(samples: Samples, spec: MetricSpec) -> pa.Table:
     import pyarrow as pa
 
     samples = canonicalize(samples)
-    series = samples.series
     sid = pa.array(samples.series_id, pa.int32())
-
-    def dictionary(column: str) -> pa.Array:
-        return _dictionary_array(series[column], sid)
-
     return pa.table(
         {
-            "node": dictionary("node"),
-            "gpu": _gpu_array(series).take(sid),
-            "uuid": dictionary("uuid"),
-            "gpu_instance": dictionary("gpu_instance"),
-            "model": dictionary("model"),
+            **_series_columns(samples.series, sid, ("node", "gpu", "uuid", "gpu_instance", "model")),
             "timestamp": pa.array(samples.ts_ms, pa.timestamp("ms", tz="UTC")),
             "value": stored_values(samples.value, spec),
             "unit": pa.DictionaryArray.from_arrays(
@@ -239,6 +230,16 @@ def samples_table(samples: Samples, spec: MetricSpec) -> pa.Table:
             ),
         }
     )
+
+
+def _series_columns(series: pd.DataFrame, series_id: pa.Array, names: tuple[str, ...]) -> dict[str, pa.Array]:
+    """Per-row columns of the series keys ``names`` for rows of the series ``series_id``."""
+    return {
+        name: _gpu_array(series).take(series_id)
+        if name == "gpu"
+        else _dictionary_array(series[name], series_id)
+        for name in names
+    }
 
 
 def _dictionary_array(labels: pd.Series, series_id: pa.Array) -> pa.Array:
@@ -387,17 +388,9 @@ def rollup_5m(samples: Samples, day: date, width_s: int = ROLLUP_WIDTH_S) -> pa.
     else:
         vmin = vmax = vmean = np.zeros(0)
     sid = pa.array(samples.series_id[starts], pa.int32())
-    series = samples.series
-
-    def dictionary(column: str) -> pa.Array:
-        return _dictionary_array(series[column], sid)
-
     return pa.table(
         {
-            "node": dictionary("node"),
-            "gpu": _gpu_array(series).take(sid),
-            "uuid": dictionary("uuid"),
-            "gpu_instance": dictionary("gpu_instance"),
+            **_series_columns(samples.series, sid, ("node", "gpu", "uuid", "gpu_instance")),
             "bucket_start": pa.array(start + bucket[starts] * width_s * 1000, pa.int64()).cast(
                 pa.timestamp("ms", tz="UTC")
             ),

@@ -25,13 +25,14 @@ copied alone into a training image.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import socket
 import sys
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -166,12 +167,13 @@ class _Report:
         self._lock = threading.Lock()
         self._printed = False
 
-    def enter(self, phase: str) -> float:
-        self.fields["phase"] = phase
-        return time.perf_counter()
-
-    def leave(self, phase: str, started: float) -> None:
-        self.fields["phases"][f"{phase}_s"] = round(time.perf_counter() - started, 6)
+    @contextlib.contextmanager
+    def phase(self, name: str) -> Iterator[None]:
+        """Marks ``name`` as the running phase and records its duration when it ends without an error."""
+        self.fields["phase"] = name
+        started = time.perf_counter()
+        yield
+        self.fields["phases"][f"{name}_s"] = round(time.perf_counter() - started, 6)
 
     def emit(self, ok: bool, error: str = "") -> bool:
         with self._lock:
@@ -222,72 +224,89 @@ def _deadline_passed(report: _Report, deadline_s: float) -> None:
 
 
 def _run_check(torch: Any, dist: Any, args: argparse.Namespace, launch: LaunchEnv, report: _Report) -> None:
+    """The check's phases in order, each timed in the report; any failure raises (``main`` reports it)."""
     from datetime import timedelta
 
-    cuda = bool(torch.cuda.is_available())
-    backend = args.backend if args.backend != "auto" else ("nccl" if cuda else "gloo")
-    if backend == "nccl" and not cuda:
-        raise ConfigError("backend nccl needs a GPU and torch sees none")
-    if backend == "nccl":
-        torch.cuda.set_device(launch.local_rank)
-        device = torch.device("cuda", launch.local_rank)
-        # Make a collective that outlives the timeout raise here (and be reported) instead of
-        # aborting the process from NCCL's watchdog thread.
-        os.environ.setdefault("TORCH_NCCL_BLOCKING_WAIT", "1")
-    else:
-        device = torch.device("cpu")
+    backend, device = _backend_and_device(torch, args.backend, launch.local_rank)
     report.fields.update(backend=backend, device=str(device))
-
-    def synchronize() -> None:
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
-
-    started = report.enter("init")
-    dist.init_process_group(
-        backend=backend,
-        init_method="env://",
-        rank=launch.rank,
-        world_size=launch.world_size,
-        timeout=timedelta(seconds=args.timeout_s),
-    )
-    report.leave("init", started)
-
+    with report.phase("init"):
+        dist.init_process_group(
+            backend=backend,
+            init_method="env://",
+            rank=launch.rank,
+            world_size=launch.world_size,
+            timeout=timedelta(seconds=args.timeout_s),
+        )
     # The first collective sets up the communicators (NCCL does it lazily): timed apart.
-    started = report.enter("connect")
-    if args.fail:
-        raise DeliberateFailure("--fail given: this rank stops before the first collective")
+    with report.phase("connect"):
+        if args.fail:
+            raise DeliberateFailure("--fail given: this rank stops before the first collective")
+        _all_reduce_ones(torch, dist, device, launch.world_size)
+    with report.phase("allgather"):
+        gathered = _all_gather_ranks(torch, dist, device, launch, args.allgather_mb)
+    _check_gathered(gathered)
+    with report.phase("matmul"):
+        product = _repeated_matmul(torch, device, args.matmul_size, args.matmul_repeats)
+    if not bool(torch.isfinite(product).all().item()):
+        raise RuntimeError("matmul of random matrices gave non-finite values")
+    with report.phase("shutdown"):
+        dist.destroy_process_group()
+
+
+def _backend_and_device(torch: Any, requested: str, local_rank: int) -> tuple[str, Any]:
+    """NCCL on this rank's GPU when there is one (or when asked), else gloo on the CPU."""
+    cuda = bool(torch.cuda.is_available())
+    backend = requested if requested != "auto" else ("nccl" if cuda else "gloo")
+    if backend != "nccl":
+        return backend, torch.device("cpu")
+    if not cuda:
+        raise ConfigError("backend nccl needs a GPU and torch sees none")
+    torch.cuda.set_device(local_rank)
+    # Make a collective that outlives the timeout raise here (and be reported) instead of
+    # aborting the process from NCCL's watchdog thread.
+    os.environ.setdefault("TORCH_NCCL_BLOCKING_WAIT", "1")
+    return backend, torch.device("cuda", local_rank)
+
+
+def _synchronize(torch: Any, device: Any) -> None:
+    """Wait for the GPU's queued work, so that a phase's time includes it."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def _all_reduce_ones(torch: Any, dist: Any, device: Any, world_size: int) -> None:
     ping = torch.ones(1, device=device)
     dist.all_reduce(ping)
-    synchronize()
-    if int(ping.item()) != launch.world_size:
-        raise RuntimeError(f"all-reduce of ones gave {ping.item()}, expected {launch.world_size}")
-    report.leave("connect", started)
+    _synchronize(torch, device)
+    if int(ping.item()) != world_size:
+        raise RuntimeError(f"all-reduce of ones gave {ping.item()}, expected {world_size}")
 
-    started = report.enter("allgather")
-    elements = max(1, int(args.allgather_mb * 2**20 / 4))
+
+def _all_gather_ranks(torch: Any, dist: Any, device: Any, launch: LaunchEnv, megabytes: float) -> list[Any]:
+    """Every rank sends ``megabytes`` of its own rank number; returns what arrived from each rank."""
+    elements = max(1, int(megabytes * 2**20 / 4))
     mine = torch.full((elements,), float(launch.rank), dtype=torch.float32, device=device)
     gathered = [torch.empty_like(mine) for _ in range(launch.world_size)]
     dist.all_gather(gathered, mine)
-    synchronize()
-    report.leave("allgather", started)
+    _synchronize(torch, device)
+    return gathered
+
+
+def _check_gathered(gathered: list[Any]) -> None:
     for rank, received in enumerate(gathered):
         if received.min().item() != rank or received.max().item() != rank:
             raise RuntimeError(f"all-gather returned wrong data for rank {rank}")
 
-    started = report.enter("matmul")
-    dtype = torch.float16 if device.type == "cuda" else torch.float32
-    left = torch.randn(args.matmul_size, args.matmul_size, dtype=dtype, device=device)
-    right = torch.randn(args.matmul_size, args.matmul_size, dtype=dtype, device=device)
-    for _ in range(args.matmul_repeats):
-        product = torch.matmul(left, right)
-    synchronize()
-    report.leave("matmul", started)
-    if not bool(torch.isfinite(product).all().item()):
-        raise RuntimeError("matmul of random matrices gave non-finite values")
 
-    started = report.enter("shutdown")
-    dist.destroy_process_group()
-    report.leave("shutdown", started)
+def _repeated_matmul(torch: Any, device: Any, size: int, repeats: int) -> Any:
+    """``repeats`` products of two random ``size`` x ``size`` matrices (fp16 on GPU); returns the last."""
+    dtype = torch.float16 if device.type == "cuda" else torch.float32
+    left = torch.randn(size, size, dtype=dtype, device=device)
+    right = torch.randn(size, size, dtype=dtype, device=device)
+    for _ in range(repeats):
+        product = torch.matmul(left, right)
+    _synchronize(torch, device)
+    return product
 
 
 # --- reading the reports back (runs where the worlds are launched, no torch needed) ------------
@@ -307,34 +326,7 @@ def parse_check_output(text: str, nodes: Sequence[str]) -> WorldResult:
     world = list(nodes)
     if not world:
         raise InputError("parse_check_output", "no nodes: a world has at least one node")
-    decoder = json.JSONDecoder()
-    reports: dict[str, dict[str, Any]] = {}
-    problems: list[str] = []
-    for line in text.splitlines():
-        start = line.find("{")
-        if start < 0 or CHECK_MARKER not in line:
-            continue
-        try:
-            report, _ = decoder.raw_decode(line, start)
-        except ValueError:
-            continue  # a truncated or interleaved line: the rank counts as silent unless it reported again
-        if not isinstance(report, dict) or report.get("check") != CHECK_MARKER:
-            continue
-        rank = report.get("rank")
-        name = report.get("node")
-        if name in world:
-            node = name
-        elif isinstance(rank, int) and not isinstance(rank, bool) and 0 <= rank < len(world):
-            node = world[rank]
-        else:
-            problems.append(
-                f"a report from node {name!r} rank {rank!r} is not part of this {len(world)}-node world"
-            )
-            continue
-        size = report.get("world_size")
-        if size is not None and size != len(world):
-            problems.append(f"{node} reports a world of {size} ranks, this world has {len(world)} nodes")
-        reports[node] = report
+    reports, problems = _reports_by_node(text, world)
     seconds: dict[str, float] = {}
     for node in world:
         report = reports.get(node)
@@ -351,29 +343,41 @@ def parse_check_output(text: str, nodes: Sequence[str]) -> WorldResult:
     return WorldResult(nodes=tuple(world), ok=not problems, seconds=seconds, error="; ".join(problems))
 
 
-def torchrun_command(
-    node_rank: int,
-    world_size: int,
-    rdzv_endpoint: str,
-    check_args: Sequence[str] = (),
-    script: str = __file__,
-) -> list[str]:
-    """The command that runs the check on node ``node_rank`` of a world of ``world_size`` nodes."""
-    if not 0 <= node_rank < world_size:
-        raise InputError("torchrun_command", f"node rank {node_rank} is outside a world of {world_size}")
-    if ":" not in rdzv_endpoint:
-        raise InputError("torchrun_command", f"rendezvous endpoint {rdzv_endpoint!r} is not HOST:PORT")
-    return [
-        "torchrun",
-        f"--nnodes={world_size}",
-        "--nproc-per-node=1",
-        f"--node-rank={node_rank}",
-        "--rdzv-backend=c10d",
-        f"--rdzv-endpoint={rdzv_endpoint}",
-        "--max-restarts=0",
-        script,
-        *check_args,
-    ]
+def _reports_by_node(text: str, world: list[str]) -> tuple[dict[str, dict[str, Any]], list[str]]:
+    """Each node's last report, and the problems of reports that do not fit this world."""
+    reports: dict[str, dict[str, Any]] = {}
+    problems: list[str] = []
+    for report in _check_reports(text):
+        rank, name = report.get("rank"), report.get("node")
+        if name in world:
+            node = name
+        elif isinstance(rank, int) and not isinstance(rank, bool) and 0 <= rank < len(world):
+            node = world[rank]
+        else:
+            problems.append(
+                f"a report from node {name!r} rank {rank!r} is not part of this {len(world)}-node world"
+            )
+            continue
+        size = report.get("world_size")
+        if size is not None and size != len(world):
+            problems.append(f"{node} reports a world of {size} ranks, this world has {len(world)} nodes")
+        reports[node] = report
+    return reports, problems
+
+
+def _check_reports(text: str) -> Iterator[dict[str, Any]]:
+    """The check's report objects among the lines of ``text``, in order."""
+    decoder = json.JSONDecoder()
+    for line in text.splitlines():
+        start = line.find("{")
+        if start < 0 or CHECK_MARKER not in line:
+            continue
+        try:
+            report, _ = decoder.raw_decode(line, start)
+        except ValueError:
+            continue  # a truncated or interleaved line: the rank counts as silent unless it reported again
+        if isinstance(report, dict) and report.get("check") == CHECK_MARKER:
+            yield report
 
 
 if __name__ == "__main__":

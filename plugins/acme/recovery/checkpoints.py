@@ -208,36 +208,68 @@ def check_checkpoint(
     ``read_object`` reads the manifest; ``read_shard`` (bytes or a binary file) is only called to
     compare each shard's sha256 with the manifest, which reads every byte of the checkpoint.
     """
+    try:
+        shards = _read_manifest(folder, read_object)
+        _check_listed_shards(folder, shards)
+        if read_shard is not None:
+            _check_shard_contents(folder, shards, read_shard)
+    except _Unhealthy as problem:
+        return str(problem)
+    return None
+
+
+class _Unhealthy(Exception):
+    """Why a checkpoint cannot be restarted from (``check_checkpoint`` returns the message)."""
+
+
+def _read_manifest(
+    folder: CheckpointFolder, read_object: Callable[[str], bytes]
+) -> dict[str, tuple[int, str]]:
+    """The manifest's shards (path -> size, sha256); a missing, unreadable or corrupt manifest is unhealthy."""
     if "manifest.json" not in folder.objects:
-        return "partial: no manifest.json (the save did not finish)"
-    manifest_path = f"{folder.path}/manifest.json"
+        raise _Unhealthy("partial: no manifest.json (the save did not finish)")
     try:
-        raw = read_object(manifest_path)
+        raw = read_object(f"{folder.path}/manifest.json")
     except (OSError, KeyError) as exc:
-        return f"manifest unreadable: {exc}"
+        raise _Unhealthy(f"manifest unreadable: {exc}") from None
     try:
-        shards = _manifest_shards(json.loads(raw), folder.step)
+        return _manifest_shards(json.loads(raw), folder.step)
     except ValueError as exc:
-        return f"corrupt manifest: {exc}"
+        raise _Unhealthy(f"corrupt manifest: {exc}") from None
+
+
+def _check_listed_shards(folder: CheckpointFolder, shards: dict[str, tuple[int, str]]) -> None:
+    """Every shard is in the listing with the manifest's size (and sha256, when the listing has one)."""
     missing = [path for path in shards if path not in folder.objects]
     if missing:
         shown = ", ".join(missing[:3]) + (f" and {len(missing) - 3} more" if len(missing) > 3 else "")
-        return f"partial: {len(missing)} of {len(shards)} shards missing ({shown})"
+        raise _Unhealthy(f"partial: {len(missing)} of {len(shards)} shards missing ({shown})")
     for path, (size, sha256) in shards.items():
         stored = folder.objects[path]
         if stored.size != size:
-            return f"partial: shard {path} is {stored.size} bytes, the manifest says {size}"
+            raise _Unhealthy(f"partial: shard {path} is {stored.size} bytes, the manifest says {size}")
         if stored.checksum is not None and stored.checksum.lower() != sha256:
-            return f"checksum mismatch: shard {path} is stored with sha256 {stored.checksum}, the manifest says {sha256}"
-    if read_shard is not None:
-        for path, (_, sha256) in shards.items():
-            try:
-                actual = _sha256_of(read_shard(f"{folder.path}/{path}"))
-            except OSError as exc:
-                return f"shard {path} unreadable: {exc}"
-            if actual != sha256:
-                return f"checksum mismatch: shard {path} has sha256 {actual}, the manifest says {sha256}"
-    return None
+            raise _Unhealthy(
+                f"checksum mismatch: shard {path} is stored with sha256 {stored.checksum}, "
+                f"the manifest says {sha256}"
+            )
+
+
+def _check_shard_contents(
+    folder: CheckpointFolder,
+    shards: dict[str, tuple[int, str]],
+    read_shard: Callable[[str], bytes | BinaryIO],
+) -> None:
+    """Every shard's bytes hash to the manifest's sha256 (reads the whole checkpoint)."""
+    for path, (_, sha256) in shards.items():
+        try:
+            actual = _sha256_of(read_shard(f"{folder.path}/{path}"))
+        except OSError as exc:
+            raise _Unhealthy(f"shard {path} unreadable: {exc}") from None
+        if actual != sha256:
+            raise _Unhealthy(
+                f"checksum mismatch: shard {path} has sha256 {actual}, the manifest says {sha256}"
+            )
 
 
 def _manifest_shards(manifest: Any, step: int) -> dict[str, tuple[int, str]]:
@@ -326,21 +358,25 @@ def _metrics_from_csv(text: str, source: str) -> list[MetricRow]:
 
 
 def _metric_row(record: dict[str, Any], source: str, line: int) -> MetricRow:
-    def number(name: str, required: bool) -> float | None:
+    def number(name: str) -> float | None:
         value = record.get(name)
         if value is None or (isinstance(value, str) and not value.strip()):
-            if required:
-                raise InputError(source, f"no {name}", line=line)
             return None
         try:
             return float(value)
         except (TypeError, ValueError):
             raise InputError(source, f"{name} {value!r} is not a number", line=line) from None
 
-    step = number("step", True)
+    def required(name: str) -> float:
+        value = number(name)
+        if value is None:
+            raise InputError(source, f"no {name}", line=line)
+        return value
+
+    step = required("step")
     if not math.isfinite(step) or step < 0 or step != int(step):
         raise InputError(source, f"step {record.get('step')!r} is not a step number", line=line)
-    return MetricRow(step=int(step), loss=number("loss", True), grad_norm=number("grad_norm", False))
+    return MetricRow(step=int(step), loss=required("loss"), grad_norm=number("grad_norm"))
 
 
 def find_first_spike(

@@ -226,6 +226,20 @@ class _Round1:
     reference_seconds: float | None
     threshold_seconds: float | None
 
+    def __post_init__(self) -> None:
+        self._suspect_set = set(self.fault_suspects)
+        self._slow_set = set(self.slow)
+        self._fast_set = set(self.fast_first)
+
+    def is_suspect(self, node: str) -> bool:
+        return node in self._suspect_set
+
+    def is_slow(self, node: str) -> bool:
+        return node in self._slow_set
+
+    def is_fast(self, node: str) -> bool:
+        return node in self._fast_set
+
 
 def _analyse_round1(round1: Sequence[WorldResult], straggler_factor: float) -> _Round1:
     if straggler_factor <= 1.0:
@@ -279,10 +293,50 @@ def decide(
 ) -> Localization:
     """Faulty nodes, stragglers and undecided nodes from both rounds' results (rules in the module doc)."""
     first = _analyse_round1(round1, straggler_factor)
-    threshold = first.threshold_seconds
-    suspects = set(first.fault_suspects)
-    slow = set(first.slow)
-    fast = set(first.fast_first)
+    in_round2 = _round2_membership(round2, first)
+    found = _Findings()
+    for world in round2:
+        if world.ok:
+            found.cleared.update(world.nodes)
+            _confirm_stragglers(world, first, found)
+        else:
+            _blame_in_failed_round2_world(world, first, found)
+    _note_suspects_left_unpaired(first, in_round2, found)
+    _explain_failed_round1_worlds(first, found)
+    _withhold_blame_when_check_is_flaky(found)
+
+    order = {node: index for index, node in enumerate(first.world_of)}
+    return Localization(
+        faulty=tuple(sorted(found.faulty, key=order.__getitem__)),
+        stragglers=tuple(sorted(found.stragglers, key=order.__getitem__)),
+        undecided=tuple(
+            Undecided(node, "; ".join(found.reasons[node]))
+            for node in sorted(found.reasons, key=order.__getitem__)
+        ),
+        worlds_launched=len(round1) + len(round2),
+        reference_seconds=first.reference_seconds,
+        unexplained_failures=found.unexplained,
+        round1=tuple(round1),
+        round2=tuple(round2),
+    )
+
+
+@dataclass
+class _Findings:
+    """What ``decide`` has concluded so far, filled in step by step."""
+
+    faulty: list[str] = field(default_factory=list)
+    stragglers: list[str] = field(default_factory=list)
+    cleared: set[str] = field(default_factory=set)  # members of a passing round-2 world
+    unexplained: int = 0  # failed worlds without a faulty member: the check itself is flaky in this job
+    reasons: dict[str, list[str]] = field(default_factory=dict)  # undecided nodes, why
+
+    def undecided(self, node: str, reason: str) -> None:
+        self.reasons.setdefault(node, []).append(reason)
+
+
+def _round2_membership(round2: Sequence[WorldResult], first: _Round1) -> dict[str, int]:
+    """Node -> index of its round-2 world; InputError for a node not checked in round 1 or in two worlds."""
     in_round2: dict[str, int] = {}
     for index, world in enumerate(round2):
         for node in world.nodes:
@@ -293,132 +347,137 @@ def decide(
                     "round 2 results", f"node {node!r} is in worlds {in_round2[node]} and {index}"
                 )
             in_round2[node] = index
+    return in_round2
 
-    faulty: list[str] = []
-    stragglers: list[str] = []
-    cleared: set[str] = set()
-    unexplained = 0  # failed worlds without a faulty member: the check itself is flaky in this job
-    reasons: dict[str, list[str]] = {}
 
-    def undecided(node: str, reason: str) -> None:
-        reasons.setdefault(node, []).append(reason)
+def _describe(world: WorldResult) -> str:
+    return "[" + ", ".join(world.nodes) + "]"
 
-    def describe(world: WorldResult) -> str:
-        return "[" + ", ".join(world.nodes) + "]"
 
-    for world in round2:
-        if not world.ok:
-            unconfirmed = [n for n in world.nodes if n not in first.healthy]
-            if len(unconfirmed) == 1:
-                faulty.append(unconfirmed[0])
-                for node in world.nodes:
-                    if node in slow:
-                        undecided(
-                            node,
-                            "slow in round 1, but its round-2 world confirmed another node's fault "
-                            "and gave no timing",
-                        )
-            elif not unconfirmed:
-                unexplained += 1
-                for node in world.nodes:
-                    undecided(
-                        node,
-                        f"passed round 1 but its round-2 world {describe(world)} failed although every "
-                        "member had passed round 1: an intermittent fault or a flaky check; run it again",
-                    )
-            else:
-                for node in unconfirmed:
-                    undecided(
-                        node,
-                        f"its round-1 world failed and its round-2 world {describe(world)} failed too, but "
-                        f"with {len(unconfirmed)} unconfirmed members: cannot tell which is faulty",
-                    )
-            continue
-        cleared.update(world.nodes)
-        if threshold is None:
-            continue
+def _blame_in_failed_round2_world(world: WorldResult, first: _Round1, found: _Findings) -> None:
+    """A failed round-2 world blames its one member that round 1 did not clear; else nobody."""
+    unconfirmed = [n for n in world.nodes if n not in first.healthy]
+    if len(unconfirmed) == 1:
+        found.faulty.append(unconfirmed[0])
         for node in world.nodes:
-            if node not in slow and node not in suspects:
-                continue
-            took = world.seconds.get(node)
-            partners_fast = all(m in fast for m in world.nodes if m != node)
-            if took is None:
-                if node in slow:
-                    undecided(node, "slow in round 1 but reported no timing in round 2")
-            elif took <= threshold:
-                continue
-            elif node in suspects:
-                if partners_fast:
-                    undecided(
-                        node,
-                        f"possible straggler: {took:.3g} s in round 2 (threshold {threshold:.3g} s), but its "
-                        "round-1 world failed, so round 1 gave no timing to confirm it",
-                    )
-            elif partners_fast:
-                stragglers.append(node)
-            else:
-                undecided(
+            if first.is_slow(node):
+                found.undecided(
                     node,
-                    f"slow in both rounds ({took:.3g} s in round 2, threshold {threshold:.3g} s), but its "
-                    "round-2 partner was not known to be fast: cannot tell which one is slow",
+                    "slow in round 1, but its round-2 world confirmed another node's fault "
+                    "and gave no timing",
                 )
+    elif not unconfirmed:
+        found.unexplained += 1
+        for node in world.nodes:
+            found.undecided(
+                node,
+                f"passed round 1 but its round-2 world {_describe(world)} failed although every "
+                "member had passed round 1: an intermittent fault or a flaky check; run it again",
+            )
+    else:
+        for node in unconfirmed:
+            found.undecided(
+                node,
+                f"its round-1 world failed and its round-2 world {_describe(world)} failed too, but "
+                f"with {len(unconfirmed)} unconfirmed members: cannot tell which is faulty",
+            )
 
-    no_healthy = not first.healthy
+
+def _confirm_stragglers(world: WorldResult, first: _Round1, found: _Findings) -> None:
+    """A passing round-2 world's timings: who was slow again, and whether its partners prove it."""
+    threshold = first.threshold_seconds
+    if threshold is None:
+        return
+    for node in world.nodes:
+        if not (first.is_slow(node) or first.is_suspect(node)):
+            continue
+        took = world.seconds.get(node)
+        if took is None:
+            if first.is_slow(node):
+                found.undecided(node, "slow in round 1 but reported no timing in round 2")
+        elif took > threshold:
+            partners_fast = all(first.is_fast(m) for m in world.nodes if m != node)
+            _judge_slow_in_round2(node, took, threshold, partners_fast, first.is_suspect(node), found)
+
+
+def _judge_slow_in_round2(
+    node: str, took: float, threshold: float, partners_fast: bool, failed_round1: bool, found: _Findings
+) -> None:
+    """A node over the threshold in round 2 is a straggler only when round 1 timed it slow too and its
+    round-2 partners were known to be fast."""
+    if failed_round1:
+        if partners_fast:
+            found.undecided(
+                node,
+                f"possible straggler: {took:.3g} s in round 2 (threshold {threshold:.3g} s), but its "
+                "round-1 world failed, so round 1 gave no timing to confirm it",
+            )
+    elif partners_fast:
+        found.stragglers.append(node)
+    else:
+        found.undecided(
+            node,
+            f"slow in both rounds ({took:.3g} s in round 2, threshold {threshold:.3g} s), but its "
+            "round-2 partner was not known to be fast: cannot tell which one is slow",
+        )
+
+
+def _note_suspects_left_unpaired(first: _Round1, in_round2: Mapping[str, int], found: _Findings) -> None:
+    """Suspects that round 2 did not check stay undecided, with why no partner was left."""
+    no_partner = (
+        "every round-1 world failed, so no node is known to be healthy to pair it with"
+        if not first.healthy
+        else "its round-1 world failed and no healthy partner was left for round 2"
+    )
     for node in first.fault_suspects:
         if node not in in_round2:
-            undecided(
-                node,
-                "every round-1 world failed, so no node is known to be healthy to pair it with"
-                if no_healthy
-                else "its round-1 world failed and no healthy partner was left for round 2",
-            )
+            found.undecided(node, no_partner)
     for node in first.slow:
         if node not in in_round2:
-            undecided(node, "slow in round 1 but no fast partner was left for round 2")
+            found.undecided(node, "slow in round 1 but no fast partner was left for round 2")
 
-    blamed = set(faulty)
+
+def _explain_failed_round1_worlds(first: _Round1, found: _Findings) -> None:
+    """Every failed round-1 world without a faulty member: a transient failure when all its members
+    passed round 2; otherwise the member the others cleared is named as likely faulty."""
+    blamed = set(found.faulty)
     for world in first.failed_worlds:
         members = list(world.nodes)
         if any(node in blamed for node in members):
             continue
-        if all(node in cleared for node in members):
-            unexplained += 1
+        if all(node in found.cleared for node in members):
+            found.unexplained += 1
             for node in members:
-                undecided(
+                found.undecided(
                     node,
-                    f"its round-1 world {describe(world)} failed but every member passed round 2: a "
+                    f"its round-1 world {_describe(world)} failed but every member passed round 2: a "
                     "transient failure or a bad link between them; run the check again",
                 )
-            continue
-        for node in members:
-            others = [m for m in members if m != node]
-            if node in reasons and node not in cleared and all(m in cleared for m in others):
-                reasons[node].append(
-                    "likely faulty: the rest of its round-1 world passed round 2; confirm with a healthy partner"
-                )
+        else:
+            _point_at_likely_faulty(members, found)
 
-    if faulty and unexplained:
-        for node in faulty:
-            undecided(
-                node,
-                f"failed both rounds beside healthy partners, but {unexplained} failed world(s) of this "
-                "check had no faulty member, so the check is flaky here: rerun it before cordoning",
+
+def _point_at_likely_faulty(members: list[str], found: _Findings) -> None:
+    """An undecided member of a failed round-1 world whose other members all passed round 2."""
+    for node in members:
+        others_cleared = all(m in found.cleared for m in members if m != node)
+        if node in found.reasons and node not in found.cleared and others_cleared:
+            found.reasons[node].append(
+                "likely faulty: the rest of its round-1 world passed round 2; confirm with a healthy partner"
             )
-        faulty = []
 
-    order = {node: index for index, node in enumerate(first.world_of)}
-    return Localization(
-        faulty=tuple(sorted(faulty, key=order.__getitem__)),
-        stragglers=tuple(sorted(stragglers, key=order.__getitem__)),
-        undecided=tuple(
-            Undecided(node, "; ".join(reasons[node])) for node in sorted(reasons, key=order.__getitem__)
-        ),
-        worlds_launched=len(round1) + len(round2),
-        reference_seconds=first.reference_seconds,
-        unexplained_failures=unexplained,
-        round1=tuple(round1),
-        round2=tuple(round2),
-    )
+
+def _withhold_blame_when_check_is_flaky(found: _Findings) -> None:
+    """Two failures in a row are weak evidence when other worlds failed with no faulty member."""
+    if not (found.faulty and found.unexplained):
+        return
+    for node in found.faulty:
+        found.undecided(
+            node,
+            f"failed both rounds beside healthy partners, but {found.unexplained} failed world(s) of this "
+            "check had no faulty member, so the check is flaky here: rerun it before cordoning",
+        )
+    found.faulty = []
 
 
 # --- driving ----------------------------------------------------------------------------------

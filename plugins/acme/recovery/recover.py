@@ -4,8 +4,7 @@ open (check the request, the job and the nodes; one recovery per job) → round 
 all-gather check (one call of ``check_world`` per world; on Kubernetes the DAG runs the worlds as
 pods instead) → ``decide_faults`` → ``take_out_faulty`` (blast-radius limit, then cordon/drain each
 faulty node once) → ``choose_restart_checkpoint`` → ``restart_job`` (resume-from, skip-batches,
-drained nodes excluded; detection-to-restart time) → ``close_recovery``. ``recover`` runs them all
-in one process (the command line and the tests).
+drained nodes excluded; detection-to-restart time) → ``close_recovery``.
 
 Every step is recorded in the action log (``acme.recovery.actions``). A **dry run** records every
 step with what it would do and touches no cluster: no check pod or srun, no cordon, no restart (the
@@ -442,7 +441,7 @@ def close_recovery(lake: Lake, request: RecoveryRequest) -> bool:
     return release_job(lake, request.cluster, request.job_id, request.recovery_id)
 
 
-# --- all in one process -------------------------------------------------------------------------
+# --- from the verdict to the restart ------------------------------------------------------------
 
 
 def finish_recovery(
@@ -463,16 +462,3 @@ def finish_recovery(
     restarted = restart_job(lake, request, backend, opened["job"], verdict, taken_out, checkpoint)
     return {"verdict": verdict, "taken_out": taken_out, "checkpoint": checkpoint, "restart": restarted,
             "action_log": opened["action_log"]}  # fmt: skip
-
-
-def recover(
-    lake: Lake, request: RecoveryRequest, backend: RecoveryBackend, settings: RecoverySettings
-) -> dict[str, Any]:
-    """Every step in order, worlds of a round one after another; the marker is released whatever happens."""
-    opened = open_recovery(lake, request, backend, settings)
-    try:
-        round1 = [check_world(lake, request, backend, w, 1) for w in opened["round1"]]
-        round2 = [check_world(lake, request, backend, w, 2) for w in plan_second_round(request, round1)]
-        return finish_recovery(lake, request, backend, opened, round1, round2, settings)
-    finally:
-        close_recovery(lake, request)

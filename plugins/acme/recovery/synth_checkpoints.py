@@ -1,5 +1,5 @@
-"""Synthesized checkpoint folders (manifest + shards) and training metrics, the way a training job saves
-them: for the demo and the recovery tests (real files: the checkpoint checks read them as they would a job's)."""
+"""Synthesized checkpoint folders (manifest + shards), the way a training job saves them: for the demo,
+the benchmarks and the recovery tests (real files: the checkpoint checks read them as they would a job's)."""
 
 from __future__ import annotations
 
@@ -22,24 +22,9 @@ def write_checkpoint(
     for rank in range(shards):
         data = f"weights of rank {rank} at step {step}\n".encode() * 64
         path = f"model/rank_{rank:02d}.pt"
-        if rank >= shards - missing:
-            pass
-        else:
+        if rank < shards - missing:
             (folder / path).write_bytes(data)
         entries.append({"path": path, "size": len(data), "sha256": hashlib.sha256(data).hexdigest()})
     text = manifest if manifest is not None else json.dumps({"step": step, "shards": entries})
     (folder / "manifest.json").write_text(text)
     return folder
-
-
-def write_metrics(root: Path, steps: int, spike_at: int | None = None) -> Path:
-    """``root/metrics.jsonl``: a loss slowly falling from 3.0, jumping 3x at ``spike_at``."""
-    lines = []
-    for step in range(1, steps + 1):
-        loss = 3.0 - step * 0.001
-        if spike_at is not None and step >= spike_at:
-            loss *= 3
-        lines.append(json.dumps({"step": step, "loss": loss}))
-    path = root / "metrics.jsonl"
-    path.write_text("\n".join(lines) + "\n")
-    return path

@@ -15,7 +15,7 @@
 **Checkpoint events** (``checkpoints/cluster=<c>/date=<d>/events.parquet``: ``job_id``, ``event``
 ``save``/``resume``, ``step``, ``at``, ``duration_s`` of a save's stall, ``source_job_id`` of a resume)
 come from the training framework's log or the checkpoint store; the demo's are synthesized
-(``acme.synth.campaigns``). Without them, restart latency and lost progress are unknown (0) and only
+(``acme.report.synth_campaigns``). Without them, restart latency and lost progress are unknown (0) and only
 the queueing between jobs is counted.
 
 **Time accounting** per campaign, from its first job's start to its last job's end (wall time):

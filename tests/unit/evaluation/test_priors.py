@@ -130,18 +130,12 @@ def test_update_skips_unusable_measurements():
     assert priors.learned["new"]["gpu_s_per_sample_ref"] == pytest.approx(0.3)
 
 
-def test_priors_round_trip_through_json_and_the_lake(tmp_path):
-    from acme.lake import Lake
-
+def test_priors_round_trip_through_json():
     priors = RuntimePriors(hardware=Hardware(cpu_cores_per_node=128), alpha=0.3)
     priors.update([Measurement("gsm8k", 1319, infer_s=1200.0, metric_s=3.0)])
     again = RuntimePriors.from_json(priors.to_json())
     assert again == priors
     assert json.loads(priors.to_json())["datasets"]["gsm8k"]["observations"] == 1
-    lake = Lake(str(tmp_path / "lake"))
-    priors.save(lake)
-    assert RuntimePriors.load(lake) == priors
-    assert RuntimePriors.load(lake, key="evaluation/missing.json") == RuntimePriors()
 
 
 def test_malformed_priors_are_input_errors():

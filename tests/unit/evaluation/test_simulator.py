@@ -190,7 +190,11 @@ def test_lower_bound_by_hand_and_below_every_simulated_plan():
     assert bound.first_inference_s == pytest.approx(first)
     assert bound.gpu_bound_s == pytest.approx(first + (200 + 150 * 0.01) / 2 + 2.0 + 0.1)
     assert bound.chain_bound_s == pytest.approx(first + 0.01 + 2.0 + 2.0 + 0.5)
-    assert bound.value_s == bound.gpu_bound_s
+    cores = priors.hardware.cpu_cores_per_node
+    assert bound.cpu_bound_s == pytest.approx(first + (100 * 0.1 + 50 * 0.5 + 2 * 2.0) / cores)
+    assert (
+        bound.value_s == bound.gpu_bound_s == max(bound.gpu_bound_s, bound.cpu_bound_s, bound.chain_bound_s)
+    )
     for nodes in (1, 4):
         for error in (0.0, 0.3):
             result = compare(load_default_suite(), nodes, prior_error=error, seed=1)

@@ -25,8 +25,8 @@ from acme.recovery.allgather_check import (
     main,
     parse_check_output,
     read_launch_env,
-    torchrun_command,
 )
+from tests.recovery_support import torchrun_command
 
 ROOT = Path(__file__).resolve().parents[3]
 ENV = {"RANK": "1", "WORLD_SIZE": "2", "MASTER_ADDR": "10.0.0.5", "MASTER_PORT": "29500"}

@@ -12,9 +12,10 @@ from acme.errors import InputError
 from acme.lake import Lake
 from acme.recovery.actions import ActionLog, RecoveryInProgressError, acquire_job
 from acme.recovery.backend import SimulatedBackend, UnknownJobError
-from acme.recovery.recover import NeedsPersonError, RecoveryRequest, recover
-from acme.recovery.synth_checkpoints import write_checkpoint, write_metrics
+from acme.recovery.recover import NeedsPersonError, RecoveryRequest
+from acme.recovery.synth_checkpoints import write_checkpoint
 from acme.settings import recovery as recovery_settings
+from tests.recovery_support import recover, write_metrics
 
 NODES = [f"n{i:02d}" for i in range(8)]
 BIG = [f"n{i:02d}" for i in range(16)]

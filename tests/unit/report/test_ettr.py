@@ -128,7 +128,7 @@ def test_whatif_latency_and_interval_move_ettr_the_expected_way():
 
 @pytest.fixture(scope="module")
 def campaign_lake(tmp_path_factory):
-    from acme.synth.campaigns import write_synth_campaigns
+    from acme.report.synth_campaigns import write_synth_campaigns
 
     lake = Lake(str(tmp_path_factory.mktemp("ettr") / "lake"))
     manifest = write_synth_campaigns(lake, "seren", seed=0)
@@ -200,7 +200,7 @@ def test_the_demo_whole_history_report_shows_both_campaigns(tmp_path):
     the AcmeTrace jobs (no names) do not form one."""
     from acme.jobs.ingest import JobInput, ingest_job_file
     from acme.report.build import build_report
-    from acme.synth.campaigns import write_synth_campaigns
+    from acme.report.synth_campaigns import write_synth_campaigns
 
     lake = Lake(str(tmp_path / "lake"))
     sample = Path(__file__).resolve().parents[3] / "include/sample_data/jobs/seren/2023-07-01.csv"

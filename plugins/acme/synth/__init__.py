@@ -1,1 +1,0 @@
-"""Synthetic data generators calibrated to the published AcmeTrace figures."""
