@@ -68,7 +68,6 @@ load_default_suite  # lazy export of acme.evaluation, benchmarks/bench_plan_eval
 
 # jobs
 _.gpu_equiv  # read by name: _peak(pods, "gpu_equiv") (jobs/kubernetes.py)
-parse_acmetrace  # tests: the pandas form of parse_acmetrace_table, which the tests hold it equal to (jobs/acmetrace.py)
 validate_jobs  # tests: the suite on a canonical frame, as validate_job_table runs it on Arrow (jobs/validate.py)
 jobs_from_arrow  # tests and benchmarks: a partition read back as the canonical frame (jobs/schema.py)
 

@@ -189,7 +189,7 @@ def write_synth_campaigns(lake: Lake, cluster: str = "seren", seed: int = 0) -> 
             attribution=CATEGORIES.get(job["reason"], ("", "infrastructure"))[1],
             confidence=0.9,
             source="rule",
-            note="synthesized campaign (acme.synth.campaigns)",
+            note="synthesized campaign (acme.report.synth_campaigns)",
         )  # fmt: skip
         for job in all_jobs
         if job["reason"]
