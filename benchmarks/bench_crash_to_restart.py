@@ -37,9 +37,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "plugins"))
 
-from stack.bench import Machine, env_overrides, free_redis_db, stack_settings_block  # noqa: E402
+from stack.bench import Machine, env_overrides, stack_settings_block  # noqa: E402
 from stack.rest import StackApi, timeline  # noqa: E402
-from stack.stack import StackSettings, down, lake_client, stack_env, up  # noqa: E402
+from stack.stack import StackSettings, claim_free_redis_db, down, lake_client, stack_env, up  # noqa: E402
 
 DAY = "2024-03-10"
 FAULTY_RANK = 4  # gpu05 of the job's eight nodes
@@ -199,7 +199,7 @@ def main() -> None:
         home=work / "stack",
         password="bench-password",
         database=f"acme_stack_crash_{uuid.uuid4().hex[:8]}",
-        redis_db=free_redis_db(),
+        redis_db=claim_free_redis_db("bench_crash_to_restart"),
         extra_env=extra,
     )
     # A stop (SIGTERM, or SIGINT where a background job ignores it) still tears the stack down.

@@ -33,7 +33,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "plugins"))
 
-from stack.bench import Machine, env_overrides, free_redis_db, stack_settings_block  # noqa: E402
+from stack.bench import Machine, env_overrides, stack_settings_block  # noqa: E402
 from stack.nightly_day import (  # noqa: E402
     DAG_IDS,
     RssSampler,
@@ -47,7 +47,7 @@ from stack.nightly_day import (  # noqa: E402
     waiting_in_queue,
 )
 from stack.rest import StackApi  # noqa: E402
-from stack.stack import StackSettings, down, stack_memory, up  # noqa: E402
+from stack.stack import StackSettings, claim_free_redis_db, down, stack_memory, up  # noqa: E402
 
 DATA = ROOT / "benchmarks" / ".data"
 
@@ -73,7 +73,7 @@ def main() -> None:
         home=work / "stack",
         password="bench-password",
         database=f"acme_stack_night_{uuid.uuid4().hex[:8]}",
-        redis_db=free_redis_db(),
+        redis_db=claim_free_redis_db("bench_nightly_diagnosis"),
         extra_env={
             "ACME_CLUSTERS_FILE": str(clusters_file(data)),
             "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "True",

@@ -48,6 +48,7 @@ sys.path.insert(0, str(ROOT / "plugins"))
 
 from stack.stack import (  # noqa: E402
     StackSettings,
+    claim_free_redis_db,
     down,
     lake_client,
     stack_cpu_seconds,
@@ -70,15 +71,6 @@ def synth_trace(cluster: str, days: int, scale: float) -> Path:
 
         write_synth_trace(cluster, START, days, folder, scale=scale, seed=SEED, per_day=True)
     return folder
-
-
-def free_redis_db() -> int:
-    import redis
-
-    for number in range(15, 7, -1):
-        if redis.Redis(host="127.0.0.1", port=6379, db=number).dbsize() == 0:
-            return number
-    raise SystemExit("no empty Redis DB between 8 and 15")
 
 
 class Api:
@@ -274,7 +266,7 @@ def main() -> None:
         home=work / "stack",
         password="bench-password",
         database=f"acme_stack_bench_{uuid.uuid4().hex[:8]}",
-        redis_db=free_redis_db(),
+        redis_db=claim_free_redis_db("bench_stack_backfill"),
         parallelism=args.parallelism,
         worker_concurrency=args.concurrency,
         max_active_runs=args.max_active_runs,

@@ -1,5 +1,5 @@
 """What the stack benchmarks share (``benchmarks/bench_crash_to_restart.py``,
-``benchmarks/bench_nightly_diagnosis.py``): an empty Redis DB for a throw-away stack, and the ``machine``
+``benchmarks/bench_nightly_diagnosis.py``): the ``machine``
 block of their results (the load the other users of this machine put on it while the benchmark ran)."""
 
 from __future__ import annotations
@@ -8,16 +8,6 @@ import os
 import platform
 from pathlib import Path
 from typing import Any
-
-
-def free_redis_db(host: str = "127.0.0.1", port: int = 6379) -> int:
-    """The highest-numbered empty Redis DB from 15 down to 8 (DBs below 8 belong to other users here)."""
-    import redis
-
-    for number in range(15, 7, -1):
-        if redis.Redis(host=host, port=port, db=number).dbsize() == 0:
-            return number
-    raise SystemExit("no empty Redis DB between 8 and 15")
 
 
 def _mem_total_mib() -> int | None:

@@ -472,6 +472,24 @@ def drop_database(settings: StackSettings) -> None:
         connection.close()
 
 
+# A throw-away stack's broker DB is claimed with this key (SET NX), so two stacks started at the
+# same moment never share one; ``down(purge=True)`` flushes it with the DB. Expires after a day
+# in case a stack is never purged (its Celery keys keep the DB non-empty anyway).
+REDIS_CLAIM_KEY = "acme:stack:claimed-by"
+
+
+def claim_free_redis_db(owner: str, host: str = "127.0.0.1", port: int = 6379) -> int:
+    """Claim an empty Redis DB from 15 down to 8 (DBs below 8 belong to other users here) for a
+    throw-away stack: the first whose claim key this process sets. Raises StackError when none is free."""
+    import redis
+
+    for number in range(15, 7, -1):
+        client = redis.Redis(host=host, port=port, db=number)
+        if client.dbsize() == 0 and client.set(REDIS_CLAIM_KEY, owner, nx=True, ex=86_400):
+            return number
+    raise StackError(f"no empty Redis DB between 8 and 15 on {host}:{port}")
+
+
 def flush_broker(settings: StackSettings) -> None:
     import redis
 

@@ -26,6 +26,7 @@ import pyarrow.parquet as pq
 import pytest
 from stack.stack import (
     StackSettings,
+    claim_free_redis_db,
     down,
     group_pids,
     lake_client,
@@ -49,26 +50,13 @@ def sample_job_ids(cluster: str, day: str) -> list[str]:
     return [line.split(",", 1)[0] for line in lines[1:]]
 
 
-def free_redis_db() -> int:
-    """An empty Redis DB number, so a concurrent session's broker is never flushed by ours."""
-    import redis
-
-    for number in range(15, 7, -1):
-        try:
-            if redis.Redis(host="127.0.0.1", port=6379, db=number).dbsize() == 0:
-                return number
-        except redis.ConnectionError as exc:
-            pytest.fail(f"Redis is not running on 127.0.0.1:6379: {exc}")
-    pytest.fail("no empty Redis DB between 8 and 15 for the stack's broker")
-
-
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory):
     settings = StackSettings(
         home=tmp_path_factory.mktemp("stack"),
         password=PASSWORD,
         database=f"acme_stack_it_{uuid.uuid4().hex[:8]}",
-        redis_db=free_redis_db(),
+        redis_db=claim_free_redis_db("test_stack"),
         parallelism=4,
         worker_concurrency=2,
         # A killed worker's task is found by its missing heartbeat and retried: seconds, not minutes.

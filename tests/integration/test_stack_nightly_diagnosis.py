@@ -28,21 +28,12 @@ from stack.nightly_day import (
     waiting_in_queue,
 )
 from stack.rest import StackApi
-from stack.stack import StackSettings, down, group_pids, up
+from stack.stack import StackSettings, claim_free_redis_db, down, group_pids, up
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 LOGGED = 5
 CAP = 2
-
-
-def free_redis_db() -> int:
-    import redis
-
-    for number in range(15, 7, -1):
-        if redis.Redis(host="127.0.0.1", port=6379, db=number).dbsize() == 0:
-            return number
-    pytest.fail("no empty Redis DB between 8 and 15 for the stack's broker")
 
 
 @pytest.fixture(scope="module")
@@ -53,7 +44,7 @@ def day_stack(tmp_path_factory):
         home=tmp_path_factory.mktemp("stack"),
         password="nightly-test-password",
         database=f"acme_stack_night_{uuid.uuid4().hex[:8]}",
-        redis_db=free_redis_db(),
+        redis_db=claim_free_redis_db("test_stack_nightly_diagnosis"),
         retry_delay_s=3,
         extra_env={
             "ACME_CLUSTERS_FILE": str(clusters_file(data)),
