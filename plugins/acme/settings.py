@@ -592,7 +592,7 @@ STORAGE_WRITE_PROMQL = "sum by (instance) (rate(node_mountstats_nfs_total_write_
 class DetectionSettings:
     """Thresholds of hang and fail-slow detection (``acme.detection``, the ``detect_hangs`` DAG).
 
-    Why these defaults (the README's "Hang and fail-slow detection" section has the measurements):
+    Why these defaults (docs/dags.md, "Hang and fail-slow detection", has the measurements):
 
     * A hung collective keeps the NCCL kernel resident and spinning: nvidia-smi reads 100 % while the power
       stays near idle and nothing moves (NVIDIA/nccl#968, #257, #238, #537, cupy/cupy#3557). Tensor cores do
