@@ -176,9 +176,9 @@ def test_every_repository_path_named_exists(page):
                 candidate = "plugins/" + candidate
             if candidate.startswith(GENERATED):
                 continue
-            if candidate.startswith(REPO_ROOTS) or candidate in REPO_FILES:
-                if not (ROOT / candidate.rstrip("/")).exists():
-                    missing.append(word)
+            named = candidate.startswith(REPO_ROOTS) or candidate in REPO_FILES
+            if named and not (ROOT / candidate.rstrip("/")).exists():
+                missing.append(word)
     assert not missing, f"{page_id(page)} names paths that do not exist: {sorted(set(missing))}"
 
 
