@@ -108,7 +108,9 @@ def problems_of_command(line: str, targets: set[str], dags: set[str], acme: dict
     problems = []
     for part in " ".join(words).split(" && "):
         # JSON arguments (a run's conf) are values, not names to check; a redirect ends the command.
-        tokens = [t.strip("[]") for t in part.split(" > ")[0].split() if t.strip("[]") and not t.startswith("{")]
+        tokens = [
+            t.strip("[]") for t in part.split(" > ")[0].split() if t.strip("[]") and not t.startswith("{")
+        ]
         while tokens and re.match(r"^[A-Z_][A-Z0-9_]*=", tokens[0]):
             tokens = tokens[1:]
         if not tokens or any(re.search(r"[<>…]|\.\.\.", t) for t in tokens):
@@ -142,7 +144,11 @@ def _problems_of_python(args: list[str], acme: dict[str, set[str]]) -> list[str]
         if module in ("pytest", "acme", "pip", "venv"):
             return [p for p in args[2:] if p.startswith("tests/") and not (ROOT / p.split("::")[0]).exists()]
         path = ROOT / "plugins" / Path(*module.split("."))
-        return [] if path.with_suffix(".py").exists() or (path / "__main__.py").exists() else [f"no module {module}"]
+        return (
+            []
+            if path.with_suffix(".py").exists() or (path / "__main__.py").exists()
+            else [f"no module {module}"]
+        )
     if args and args[0].endswith(".py"):
         return [] if (ROOT / args[0]).exists() else [f"no script {args[0]}"]
     return []
@@ -202,5 +208,10 @@ def test_the_checks_catch_what_they_are_for(tmp_path):
     assert problems_of_command(".venv/bin/airflow dags test no_such_dag 2023-07-01", targets, dags, acme)
     assert problems_of_command("python benchmarks/no_such_bench.py", targets, dags, acme)
     assert not problems_of_command("PYTEST_ARGS='-m slow' make test", targets, dags, acme)
-    assert not problems_of_command(".venv/bin/python -m acme report --lake DIR --cluster seren", targets, dags, acme)
-    assert slug("The nightly job-trace DAG (`ingest_job_traces`)") == "the-nightly-job-trace-dag-ingest_job_traces"
+    assert not problems_of_command(
+        ".venv/bin/python -m acme report --lake DIR --cluster seren", targets, dags, acme
+    )
+    assert (
+        slug("The nightly job-trace DAG (`ingest_job_traces`)")
+        == "the-nightly-job-trace-dag-ingest_job_traces"
+    )
