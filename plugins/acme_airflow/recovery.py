@@ -22,7 +22,7 @@ def request_from_context(context: Any, lake: Lake) -> RecoveryRequest:
 
 def task_backend(cluster: str, lake: Lake, job_id: str, nodes: Any = None) -> RecoveryBackend:
     """The configured backend; on Kubernetes its client comes from the Airflow connection."""
-    from acme.recovery.backend import make_backend
+    from acme.recovery.backends import make_backend
     from acme.settings import recovery as recovery_settings
 
     settings = recovery_settings()

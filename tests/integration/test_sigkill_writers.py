@@ -251,7 +251,7 @@ def recovery_scenario() -> Scenario:
         )
 
     def backend(lake):
-        from acme.recovery.backend import make_backend
+        from acme.recovery.backends import make_backend
 
         return make_backend("seren", lake, "demo-pretrain-1")
 

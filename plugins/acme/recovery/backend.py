@@ -186,30 +186,3 @@ def _load_simulated_jobs(path: Path) -> dict[str, dict[str, dict[str, Any]]]:
             if not isinstance(nodes, list) or not nodes:
                 raise ConfigError(f"simulated jobs file {path}: job {job_id!r} needs a 'nodes' list")
     return {str(c): {str(j): s for j, s in jobs.items()} for c, jobs in clusters.items()}
-
-
-def make_backend(
-    cluster: str,
-    lake: Lake,
-    job_id: str | None = None,
-    kube_client: Any = None,
-    nodes: Sequence[str] | None = None,
-) -> RecoveryBackend:
-    """The configured backend (``ACME_RECOVERY_BACKEND``) for ``cluster`` (and the job being recovered;
-    ``nodes``, the request's, let the simulated cluster stand in for a job its file does not list).
-
-    ``kube_client`` is a ``kubernetes.client.CoreV1Api`` (inside Airflow, from the Kubernetes
-    connection); without one the Kubernetes backend loads the default kubeconfig.
-    """
-    from acme.settings import recovery as recovery_settings
-
-    settings = recovery_settings()
-    if settings.backend == "simulated":
-        return SimulatedBackend(cluster, settings.simulated_jobs_file, lake, job_id, nodes)
-    if settings.backend == "kubernetes":
-        from acme.recovery.kubernetes_backend import KubernetesBackend
-
-        return KubernetesBackend(settings, kube_client)
-    from acme.recovery.slurm_backend import SlurmBackend
-
-    return SlurmBackend(settings)
