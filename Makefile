@@ -39,7 +39,7 @@ DEMO_DAYS := 2023-07-01 2023-07-02 2023-07-03
 help:
 	@echo "make demo        - set up (.venv, Airflow on SQLite) and run every DAG once on the bundled days"
 	@echo "make test        - set up and run the whole test suite (what CI runs)"
-	@echo "make lint        - ruff (with complexity), vulture (dead code), mypy (types of plugins/)"
+	@echo "make lint        - ruff (with complexity), vulture (dead code), mypy (types), import-linter (layers)"
 	@echo "make audit       - pip-audit of the pinned set (needs pypi.org or api.osv.dev)"
 	@echo "make bench       - benchmarks (see benchmarks/README.md); make bench-stack: the stack backfill"
 	@echo "make stack       - the production topology on this machine (stack-down stops it)"
@@ -140,13 +140,15 @@ test: setup
 	  if [ $$status -eq 5 ]; then echo "make test: no tests ran" >&2; exit 1; fi; exit $$status
 
 # Gates (issue 18): ruff with the complexity rules C901/PLR0915 for plugins/ and dags/, the
-# dead-code check (vulture; what it cannot see used is in vulture_whitelist.py) and the type
-# check of plugins/ (mypy). Their baselines of exceptions are in pyproject.toml and the whitelist.
+# dead-code check (vulture; what it cannot see used is in vulture_whitelist.py), the type
+# check of plugins/ (mypy) and the layer contract (import-linter, issue 30: no import circles, the
+# domain without Airflow, areas through their interfaces). Their exceptions are in pyproject.toml.
 lint: $(STAMP)
 	$(VENV)/bin/ruff check dags plugins tests benchmarks
 	$(VENV)/bin/ruff format --check dags plugins tests benchmarks
 	$(VENV)/bin/vulture
 	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports --no-cache
 
 bench: $(STAMP)
 	$(PY) benchmarks/bench_report.py

@@ -25,7 +25,7 @@ from __future__ import annotations
 from airflow.sdk import CronDataIntervalTimetable, Param, dag, get_current_context, task
 
 from acme import settings
-from acme.clusters import METRIC_FORMATS
+from acme.metrics.formats import FORMAT_NAMES as METRIC_FORMATS
 from acme_airflow.assets import METRICS
 from acme_airflow.defaults import DEFAULT_ARGS, Tag
 from acme_airflow.params import manual_run_params

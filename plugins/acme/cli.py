@@ -15,6 +15,7 @@ from datetime import date
 
 from acme.errors import AcmeError
 from acme.jobs.formats import FORMAT_NAMES
+from acme.metrics.formats import FORMAT_NAMES as METRIC_FORMATS
 
 
 def _day(text: str) -> date:
@@ -39,9 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
     metrics = commands.add_parser(
         "ingest-metrics", help="parse, validate, store and roll up one day of telemetry"
     )
-    metrics.add_argument(
-        "--format", required=True, choices=["prometheus", "prometheus-json", "exporter-text", "acmetrace-csv"]
-    )
+    metrics.add_argument("--format", required=True, choices=list(METRIC_FORMATS))
     metrics.add_argument("--cluster", required=True)
     metrics.add_argument(
         "--input", required=True,

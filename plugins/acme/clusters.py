@@ -10,7 +10,6 @@ from pathlib import Path
 
 from acme import settings
 from acme.errors import ConfigError
-from acme.jobs.formats import FORMAT_NAMES, FORMATS
 
 _CLUSTER_NAME = re.compile(r"[a-z][a-z0-9_-]{0,62}")
 
@@ -35,7 +34,6 @@ class JobSource:
         return self.input.format(ds=day.isoformat(), cluster=cluster, include=settings.project().include_dir)
 
 
-METRIC_FORMATS = ("prometheus", "prometheus-json", "exporter-text", "acmetrace-csv")
 METRIC_SETTINGS = ("format", "input", "step_s", "snapshot", "scrape_time", "node")
 
 
@@ -63,29 +61,12 @@ class Cluster:
     # Where this cluster's training jobs keep their checkpoints, with {lake}, {cluster}, {job_id}; None:
     # ACME_CHECKPOINT_URI_PATTERN (acme.recovery.checkpoint_location).
     checkpoint_uri_pattern: str | None = None
+    # The configuration file it comes from: the areas' errors about its settings name it.
+    source_file: str = ""
 
-
-CHECKPOINT_PLACEHOLDERS = ("lake", "cluster", "job_id")
-
-
-def checked_checkpoint_pattern(pattern: object, where: str) -> str:
-    """``pattern`` when it is a non-empty string whose placeholders are ``{lake}``, ``{cluster}`` and
-    ``{job_id}`` only; else a ConfigError that starts with ``where``."""
-    import string
-
-    if not isinstance(pattern, str) or not pattern.strip():
-        raise ConfigError(f"{where}: must be a non-empty location pattern, got {pattern!r}")
-    try:
-        names = [name for _, name, _, _ in string.Formatter().parse(pattern) if name is not None]
-    except ValueError as exc:
-        raise ConfigError(f"{where}: {pattern!r} is not a pattern: {exc}") from None
-    unknown = [name for name in names if name not in CHECKPOINT_PLACEHOLDERS]
-    if unknown:
-        raise ConfigError(
-            f"{where}: unknown placeholder {{{unknown[0]}}} in {pattern!r} "
-            f"(use {', '.join('{' + n + '}' for n in CHECKPOINT_PLACEHOLDERS)})"
-        )
-    return pattern.strip()
+    @property
+    def where(self) -> str:
+        return f"{self.source_file}: cluster {self.name!r}"
 
 
 def selected_clusters(
@@ -129,8 +110,8 @@ def _load(path: str) -> tuple[tuple[str, Cluster], ...]:
         metrics = (entry or {}).get("metrics")
         pattern = (entry or {}).get("checkpoint_uri_pattern")
         if pattern is not None:
-            pattern = checked_checkpoint_pattern(pattern, f"{where}: checkpoint_uri_pattern")
-        cluster = Cluster(name, _job_source(jobs, where), _metric_source(metrics, where), pattern)
+            pattern = settings.checked_checkpoint_pattern(pattern, f"{where}: checkpoint_uri_pattern")
+        cluster = Cluster(name, _job_source(jobs, where), _metric_source(metrics, where), pattern, path)
         loaded.append((name, cluster))
     return tuple(loaded)
 
@@ -145,9 +126,7 @@ def _metric_source(metrics: dict | None, where: str) -> MetricSource | None:
         raise ConfigError(
             f"{where}: unknown metrics settings {sorted(unknown)}; known: {', '.join(METRIC_SETTINGS)}"
         )
-    fmt = metrics.get("format")
-    if fmt not in METRIC_FORMATS:
-        raise ConfigError(f"{where}: metrics.format must be one of {', '.join(METRIC_FORMATS)}, got {fmt!r}")
+    fmt = _format_name(metrics.get("format"), f"{where}: metrics.format")
     if not isinstance(metrics.get("input"), str) or not metrics["input"]:
         raise ConfigError(f"{where}: metrics.input is missing")
     step = metrics.get("step_s", 15)
@@ -168,7 +147,7 @@ def _metric_source(metrics: dict | None, where: str) -> MetricSource | None:
 def check_scrape_time(value: object, where: str) -> str:
     """``value`` as a scrape time setting: RFC 3339 or epoch seconds, where ``{ds}`` stands for the
     run's UTC day (``"{ds}T23:59:45Z"``); a ConfigError naming ``where`` otherwise."""
-    from acme.metrics.exposition import parse_scrape_time
+    from acme.timestamps import parse_scrape_time
 
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         value = str(value)
@@ -186,19 +165,13 @@ def _job_source(jobs: dict, where: str) -> JobSource:
     unknown = set(jobs) - {"format", "input", "command", "fields", "timezone", "delimiter"}
     if unknown:
         raise ConfigError(f"{where}: unknown jobs settings {sorted(unknown)}")
-    fmt = jobs.get("format")
-    if fmt not in FORMATS:
-        raise ConfigError(f"{where}: jobs.format must be one of {', '.join(FORMAT_NAMES)}, got {fmt!r}")
+    fmt = _format_name(jobs.get("format"), f"{where}: jobs.format")
     has_input, has_command = jobs.get("input") is not None, jobs.get("command") is not None
     if has_input == has_command:
         raise ConfigError(f"{where}: set exactly one of jobs.input and jobs.command")
     command = jobs.get("command")
-    if has_command:
-        if not FORMATS[fmt].live:
-            live = ", ".join(name for name, spec in FORMATS.items() if spec.live)
-            raise ConfigError(f"{where}: jobs.command (live mode) exists for {live} only")
-        if not isinstance(command, list) or not all(isinstance(part, str) for part in command):
-            raise ConfigError(f"{where}: jobs.command must be a list of strings (no shell)")
+    if has_command and (not isinstance(command, list) or not all(isinstance(part, str) for part in command)):
+        raise ConfigError(f"{where}: jobs.command must be a list of strings (no shell)")
     delimiter = jobs.get("delimiter", "|")
     if not isinstance(delimiter, str) or not delimiter:
         raise ConfigError(f"{where}: jobs.delimiter must be a non-empty string, got {delimiter!r}")
@@ -213,3 +186,12 @@ def _job_source(jobs: dict, where: str) -> JobSource:
         timezone=jobs.get("timezone", "UTC"),
         delimiter=delimiter,
     )
+
+
+def _format_name(value: object, where: str) -> str:
+    """A format's name as written; which names exist is the area's to say (``acme.jobs.formats``,
+    ``acme.metrics.formats``: they check a cluster's source when they plan its inputs), so this
+    configuration imports no area."""
+    if not isinstance(value, str) or not value.strip():
+        raise ConfigError(f"{where} must name a format, got {value!r}")
+    return value.strip()

@@ -476,6 +476,31 @@ def evaluation() -> EvaluationSettings:
 # The recovery default backend is ``simulated``: the demo and the tests run with no cluster.
 RECOVERY_BACKENDS = ("simulated", "kubernetes", "slurm")
 DEFAULT_CHECKPOINT_URI_PATTERN = "{lake}/" + lake_keys.job_checkpoints("{cluster}", "{job_id}")
+# The placeholders a checkpoint location pattern may use (this setting's, and each cluster's
+# ``checkpoint_uri_pattern`` in ``clusters.yaml``, checked by ``acme.clusters`` with the same function).
+CHECKPOINT_PLACEHOLDERS = ("lake", "cluster", "job_id")
+
+
+def checked_checkpoint_pattern(pattern: object, where: str) -> str:
+    """``pattern`` when it is a non-empty string whose placeholders are ``{lake}``, ``{cluster}`` and
+    ``{job_id}`` only; else a ConfigError that starts with ``where``."""
+    import string
+
+    if not isinstance(pattern, str) or not pattern.strip():
+        raise ConfigError(f"{where}: must be a non-empty location pattern, got {pattern!r}")
+    try:
+        names = [name for _, name, _, _ in string.Formatter().parse(pattern) if name is not None]
+    except ValueError as exc:
+        raise ConfigError(f"{where}: {pattern!r} is not a pattern: {exc}") from None
+    unknown = [name for name in names if name not in CHECKPOINT_PLACEHOLDERS]
+    if unknown:
+        raise ConfigError(
+            f"{where}: unknown placeholder {{{unknown[0]}}} in {pattern!r} "
+            f"(use {', '.join('{' + n + '}' for n in CHECKPOINT_PLACEHOLDERS)})"
+        )
+    return pattern.strip()
+
+
 _K8S_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 
 
@@ -536,8 +561,6 @@ class RecoverySettings:
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> RecoverySettings:
         """The current settings; a ConfigError names the bad variable."""
-        from acme.clusters import checked_checkpoint_pattern
-
         read = Env(environ)
         namespace = read.text("ACME_RECOVERY_NAMESPACE", "training")
         if not _K8S_NAME.match(namespace):

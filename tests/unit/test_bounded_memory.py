@@ -24,11 +24,11 @@ from hypothesis import strategies as st
 
 from acme.errors import InputError
 from acme.jobs import sacct as sacct_module
-from acme.jobs.base import LONG_LINE_HEAD_BYTES, check_input_size, iter_raw_lines
 from acme.jobs.classify import load_classifier
 from acme.jobs.sacct import DEFAULT_FIELDS, parse_sacct, parse_sacct_file, read_sacct_file
 from acme.metrics.catalog import load_catalog
 from acme.metrics.exposition import parse_exposition_file
+from acme.text_input import LONG_LINE_HEAD_BYTES, check_input_size, iter_raw_lines
 from tests.metrics_support import parse_exposition
 
 PLUGINS = Path(__file__).resolve().parents[2] / "plugins"
@@ -357,7 +357,7 @@ def test_a_sparse_20_gib_file_is_refused_unread(tmp_path):
 
 def test_the_limit_must_be_a_positive_integer(monkeypatch):
     from acme.errors import ConfigError
-    from acme.jobs.base import max_input_bytes
+    from acme.text_input import max_input_bytes
 
     assert max_input_bytes() == 2**30
     monkeypatch.setenv("ACME_MAX_INPUT_BYTES", "0")

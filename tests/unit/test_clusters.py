@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from datetime import date
+
 import pytest
 
-from acme.clusters import METRIC_FORMATS, load_clusters, selected_clusters
+from acme.clusters import load_clusters, selected_clusters
 from acme.errors import ConfigError
 from acme.jobs.formats import FORMAT_NAMES as SOURCES
 from acme.jobs.ingest import plan_job_inputs
+from acme.metrics.formats import FORMAT_NAMES as METRIC_FORMATS
 from acme.metrics.ingest import plan_metric_inputs
 
 
@@ -62,8 +65,25 @@ def test_configuration_errors_name_the_file_and_cluster(tmp_path):
     bad.write_text(
         "clusters:\n  seren:\n    jobs: {format: acmetrace, input: x}\n    metrics: {format: csv, input: y}\n"
     )
+    clusters = load_clusters(bad)  # each area checks its own section's format when it plans from it
     with pytest.raises(ConfigError, match=r"clusters.yaml: cluster 'seren': metrics.format must be one of"):
-        load_clusters(bad)
+        plan_metric_inputs(clusters, date(2023, 7, 1))
+    # (load_clusters caches by path: each case is a file of its own)
+    cases = [
+        ("{format: csv, input: x}", plan_job_inputs, r"cluster 'seren': jobs.format must be one of"),
+        (
+            "{format: acmetrace, command: [ssh, head]}",
+            plan_job_inputs,
+            r"cluster 'seren': jobs.command \(live mode\) exists for sacct only",
+        ),
+        ("{format: '', input: x}", None, r"cluster 'seren': jobs.format must name a format"),
+    ]
+    for number, (jobs, plan, message) in enumerate(cases):
+        path = tmp_path / f"clusters-{number}.yaml"
+        path.write_text(f"clusters:\n  seren:\n    jobs: {jobs}\n")
+        with pytest.raises(ConfigError, match=f"clusters-{number}.yaml: " + message):
+            clusters = load_clusters(path)
+            plan(clusters, date(2023, 7, 1))
 
 
 @pytest.mark.parametrize("name", ["seren\n", "Seren", "seren/../x", "", "9seren", "a" * 64, None, 7])

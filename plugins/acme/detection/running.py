@@ -23,7 +23,7 @@ def running_gpu_jobs(lake: Lake, cluster: str, at: datetime, lookback_days: int)
     """``{"jobs": [job dicts with "nodes"], "without_node_list": n, "partitions_read": n}``."""
     import pyarrow.parquet as pq
 
-    from acme.diagnosis.routing import expand_hostlist
+    from acme.hostlist import expand_hostlist
     from acme.lake_keys import jobs_partition
 
     jobs: list[dict[str, Any]] = []

@@ -181,13 +181,13 @@ def read_log_lines(files: list[tuple[Any, str]]) -> Iterator[str]:
     ``files``: ``(lake, key)`` or ``(filesystem, path)`` pairs, as :func:`locate_logs` gives them.
 
     Only ``\\n`` ends a line (a progress bar's bare ``\\r`` stays inside it). Memory is bounded
-    whatever the log: it is read in chunks, and a line above ``acme.jobs.base.MAX_LINE_BYTES``
+    whatever the log: it is read in chunks, and a line above ``acme.text_input.MAX_LINE_BYTES``
     (binary garbage, a runaway print) is never held whole: its head is yielded with a note of its
     length (the compressor keeps at most 2,000 characters of a line anyway).
     """
     from acme.diagnosis.compress import LOG_READ_ERRORS, read_problem
-    from acme.jobs.base import iter_raw_lines
     from acme.lake import Lake
+    from acme.text_input import iter_raw_lines
 
     for fs, path in files:
         with fs.open(path) if isinstance(fs, Lake) else fs.open(path, "rb") as raw:

@@ -18,6 +18,8 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from acme.hostlist import expand_hostlist
+
 if TYPE_CHECKING:
     from acme.diagnosis.records import DiagnosisRecord
     from acme.lake import Lake
@@ -26,7 +28,6 @@ RECOVERY = "recovery"
 OWNER_MESSAGE = "owner_message"
 NO_ROUTE = "none"
 TRAINING_JOB_TYPES = ("Pretrain", "SFT")
-_MAX_HOSTS = 4_096
 
 
 @dataclass(frozen=True)
@@ -122,53 +123,3 @@ def message_key(record: DiagnosisRecord) -> str:
 def write_owner_message(lake: Lake, record: DiagnosisRecord, message: dict[str, Any]) -> str:
     """Publish the owner message (one object per job: a re-run overwrites it)."""
     return lake.write_json(message_key(record), message)
-
-
-_BRACKET_RE = re.compile(r"^(?P<prefix>[^\[]*)\[(?P<ranges>[^\]]+)\](?P<suffix>.*)$")
-
-
-def expand_hostlist(hostlist: str | None) -> list[str]:
-    """Expand a Slurm hostlist (``node[01-03,07],gpu-5``) into host names; empty for none."""
-    if not hostlist or str(hostlist).strip().lower() in ("none", "nan", "none assigned"):
-        return []
-    hosts: list[str] = []
-    for part in _split_top_level(str(hostlist)):
-        hosts.extend(_expand_one(part.strip()))
-        if len(hosts) > _MAX_HOSTS:
-            raise ValueError(f"hostlist {hostlist[:80]!r} expands to more than {_MAX_HOSTS} hosts")
-    return hosts
-
-
-def _split_top_level(text: str) -> list[str]:
-    parts: list[str] = []
-    current: list[str] = []
-    depth = 0
-    for char in text:
-        if char == "[":
-            depth += 1
-        elif char == "]":
-            depth -= 1
-        if char == "," and depth == 0:
-            parts.append("".join(current))
-            current = []
-        else:
-            current.append(char)
-    parts.append("".join(current))
-    return [p for p in parts if p.strip()]
-
-
-def _expand_one(pattern: str) -> list[str]:
-    match = _BRACKET_RE.match(pattern)
-    if not match:
-        return [pattern]
-    out = []
-    for item in match["ranges"].split(","):
-        low, _, high = item.partition("-")
-        if high and low.isdigit() and high.isdigit():
-            width = len(low)
-            numbers = [str(n).zfill(width) for n in range(int(low), int(high) + 1)]
-        else:
-            numbers = [item]
-        for number in numbers:
-            out.extend(_expand_one(f"{match['prefix']}{number}{match['suffix']}"))
-    return out

@@ -25,8 +25,9 @@ from typing import TYPE_CHECKING
 
 from acme import settings
 from acme.errors import InputError, SchemaDriftError
-from acme.jobs.base import REJECT_COLUMNS, ParseResult
+from acme.jobs.base import ParseResult
 from acme.jobs.schema import STATE_GROUPS
+from acme.rejects import REJECT_COLUMNS
 
 if TYPE_CHECKING:
     import numpy as np

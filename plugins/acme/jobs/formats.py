@@ -19,8 +19,12 @@ from __future__ import annotations
 import importlib
 from dataclasses import dataclass, field
 from types import ModuleType
+from typing import TYPE_CHECKING
 
-from acme.errors import InputError
+from acme.errors import ConfigError, InputError
+
+if TYPE_CHECKING:
+    from acme.clusters import Cluster
 
 
 @dataclass(frozen=True)
@@ -79,6 +83,20 @@ def job_format(name: str, where: str) -> JobFormat:
         return FORMATS[name]
     except KeyError:
         raise InputError(where, f"unknown format {name!r}; expected one of {', '.join(FORMATS)}") from None
+
+
+def check_cluster_source(cluster: Cluster) -> JobFormat:
+    """The format of a cluster's configured ``jobs`` source, checked: a name of this registry, and one
+    with a live mode when the source is a ``command``; a ConfigError naming the file and cluster."""
+    spec = FORMATS.get(cluster.jobs.format)
+    if spec is None:
+        raise ConfigError(
+            f"{cluster.where}: jobs.format must be one of {', '.join(FORMAT_NAMES)}, got {cluster.jobs.format!r}"
+        )
+    if cluster.jobs.command and not spec.live:
+        live = ", ".join(name for name, entry in FORMATS.items() if entry.live)
+        raise ConfigError(f"{cluster.where}: jobs.command (live mode) exists for {live} only")
+    return spec
 
 
 def layout_rules(layout: str) -> LayoutRules:

@@ -29,10 +29,11 @@ from typing import TYPE_CHECKING, Any
 
 from acme import lake_keys, settings
 from acme.errors import InputError, InputNotFoundError, QuarantineThresholdError
-from acme.jobs.base import REJECT_COLUMNS, ParseResult, first_submit_day
-from acme.jobs.formats import FORMAT_NAMES, job_format
+from acme.jobs.base import ParseResult, first_submit_day
+from acme.jobs.formats import FORMAT_NAMES, check_cluster_source, job_format
 from acme.jobs.schema import JOB_COLUMNS, canonical_job_table, job_arrow_schema
 from acme.lake import Lake
+from acme.rejects import REJECT_COLUMNS
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -99,6 +100,8 @@ def plan_job_inputs(
     planned = []
     for name in selected_clusters(clusters, cluster, source, FORMAT_NAMES, input_uri):
         jobs = clusters[name].jobs
+        if source == "configured":
+            check_cluster_source(clusters[name])
         fmt = jobs.format if source == "configured" else source
         live = jobs.command if (jobs.command and not input_uri and job_format(fmt, name).live) else None
         uri = input_uri or (f"{fmt}://" + "/".join(jobs.command) if live else jobs.input_for(name, day))
@@ -521,7 +524,7 @@ def extract_job_input(lake: Lake, job_input: JobInput, command: Sequence[str] | 
         return key
     import fsspec
 
-    from acme.jobs.base import refuse_above_limit
+    from acme.text_input import refuse_above_limit
 
     try:
         fs, path = fsspec.core.url_to_fs(job_input.uri)

@@ -126,7 +126,8 @@ from decimal import Decimal
 from typing import Any
 
 from acme.errors import InputError
-from acme.jobs.base import ParseResult, jobs_frame, record_text, rejects_frame
+from acme.jobs.base import ParseResult, jobs_frame
+from acme.rejects import record_text, rejects_frame
 
 SOURCE = "k8s"
 
@@ -1443,7 +1444,7 @@ def parse_input(job_input, local_path) -> tuple[ParseResult, str]:
     """The format registry's entry point (:mod:`acme.jobs.formats`)."""
     from pathlib import Path
 
-    from acme.jobs.base import check_input_size
+    from acme.text_input import check_input_size
 
     check_input_size(local_path, job_input.uri)  # a JSON document is parsed whole: refuse a huge one unread
     data = Path(local_path).read_bytes()

@@ -109,7 +109,7 @@ the file 8 MB at a time, in two passes: an index of job ids (their last job line
 before their job or more than 10,000 lines after it), then the rows, built 50,000 jobs at a time
 (``on_jobs`` takes them batch by batch instead of holding them). What grows with the input is
 the index (~100 bytes per job id) and, without ``on_jobs``, the result. A line longer than
-``acme.jobs.base.MAX_LINE_BYTES`` (1 MiB) is rejected with its length and never held whole;
+``acme.text_input.MAX_LINE_BYTES`` (1 MiB) is rejected with its length and never held whole;
 a file above ``ACME_MAX_INPUT_BYTES`` (default 1 GiB: the day's table is validated whole) is
 refused before it is read.
 """
@@ -130,18 +130,10 @@ from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from acme.errors import ConfigError, InputError, SchemaDriftError
-from acme.jobs.base import (
-    CHUNK_BYTES,
-    MAX_LINE_BYTES,
-    ParseResult,
-    ParseSummary,
-    check_input_size,
-    finish_jobs_frame,
-    iter_raw_lines,
-    long_line_reason,
-    rejects_frame,
-)
+from acme.jobs.base import ParseResult, ParseSummary, finish_jobs_frame
 from acme.jobs.schema import JOB_COLUMNS, STATES
+from acme.rejects import rejects_frame
+from acme.text_input import CHUNK_BYTES, MAX_LINE_BYTES, check_input_size, iter_raw_lines, long_line_reason
 
 if TYPE_CHECKING:
     import pandas as pd

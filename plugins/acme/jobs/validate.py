@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from acme.errors import SchemaDriftError
-from acme.jobs.base import REJECT_COLUMNS, record_text
 from acme.jobs.formats import LayoutRules, layout_rules
 from acme.jobs.schema import JOB_COLUMNS, JOB_TYPES, STATE_GROUPS, STATES
+from acme.rejects import REJECT_COLUMNS, record_text
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -133,8 +133,8 @@ def parse_wide_csv(
     """Parse one wide CSV of ``spec`` into samples sorted by (series, time); see the module doc."""
     import numpy as np
 
-    from acme.jobs.base import rejects_frame
     from acme.metrics.storage import Samples, series_frame
+    from acme.rejects import rejects_frame
 
     path = str(path)
     source_file = source_file or path

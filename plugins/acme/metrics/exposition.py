@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from acme.errors import InputError
+from acme.timestamps import parse_scrape_time
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -124,22 +125,6 @@ def parse_value(text: str) -> float | None:
         return None
 
 
-def parse_scrape_time(text: str) -> int | None:
-    """Epoch ms of an RFC 3339 time or epoch seconds; None when neither."""
-    text = text.strip()
-    try:
-        return round(float(text) * 1000)
-    except ValueError:
-        pass
-    try:
-        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    return round(moment.timestamp() * 1000)
-
-
 def time_from_file_name(name: str) -> int | None:
     """Epoch ms from ``YYYYMMDDTHHMMSSZ`` or a 10-digit epoch in a file name."""
     match = _FILE_TIME.search(Path(name).name)
@@ -175,13 +160,13 @@ def parse_exposition_file(
 ) -> ExpositionResult:
     """Parse an exposition file read ``chunk_bytes`` at a time (undecodable bytes
     replaced): the same result without the text in memory, only the samples (20 bytes each).
-    A line above ``max_line_bytes`` (default ``acme.jobs.base.MAX_LINE_BYTES``) is rejected
+    A line above ``max_line_bytes`` (default ``acme.text_input.MAX_LINE_BYTES``) is rejected
     with its length, only its head read into memory. Without ``default_time_ms`` the file's
     modification time is the last-resort time of its samples."""
     import contextlib
     import os
 
-    from acme.jobs import base
+    from acme import text_input
 
     name = source_file or str(path)
     options = TimeOptions(scrape_time_ms, default_time_ms, "default time", default_node)
@@ -190,8 +175,8 @@ def parse_exposition_file(
             options = TimeOptions(
                 scrape_time_ms, round(os.stat(path).st_mtime * 1000), "file mtime", default_node
             )
-    chunk_bytes = chunk_bytes or base.CHUNK_BYTES
-    max_line_bytes = max_line_bytes or base.MAX_LINE_BYTES
+    chunk_bytes = chunk_bytes or text_input.CHUNK_BYTES
+    max_line_bytes = max_line_bytes or text_input.MAX_LINE_BYTES
     try:
         handle = open(path, "rb")  # noqa: SIM115 - closed by the with below
     except OSError as exc:
@@ -200,7 +185,7 @@ def parse_exposition_file(
         if openmetrics is None:
             openmetrics = _ends_with_eof(handle)
             handle.seek(0)
-        raw_lines = base.iter_raw_lines(handle, chunk_bytes=chunk_bytes, max_line_bytes=max_line_bytes)
+        raw_lines = text_input.iter_raw_lines(handle, chunk_bytes=chunk_bytes, max_line_bytes=max_line_bytes)
         numbered = (  # a CRLF line end loses its \r, as when the file was read as text before
             (
                 line.number,
@@ -237,8 +222,9 @@ def _parse_lines(
     """``lines``: (line number, text without its \\n, byte length if above the limit else 0)."""
     import numpy as np
 
-    from acme.jobs.base import long_line_reason, rejects_frame
     from acme.metrics.storage import Samples, series_frame
+    from acme.rejects import rejects_frame
+    from acme.text_input import long_line_reason
 
     ts_factor = 1000 if openmetrics else 1
     wanted = catalog.by_exporter_name()

@@ -41,12 +41,14 @@ Artifacts keyed by the input (replaced by a re-run)::
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable, Iterator
 from datetime import date, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from acme import lake_keys
 from acme.errors import ConfigError, InputError, InputNotFoundError
+from acme.metrics.formats import FORMAT_NAMES, check_cluster_source
 from acme.metrics.validate import MetricsThresholdError
 
 if TYPE_CHECKING:
@@ -56,7 +58,6 @@ if TYPE_CHECKING:
     from acme.lake import Lake
     from acme.metrics.catalog import Catalog
 
-FORMATS = ("prometheus", "prometheus-json", "exporter-text", "acmetrace-csv")
 SCRAPE_SUFFIXES = (".prom", ".txt", ".metrics")
 
 
@@ -132,10 +133,10 @@ def _checked_options(
     fmt: str, input: str, scrape_time: str | None, catalog: Catalog, metric: str | None
 ) -> int | None:
     """Refuse an unknown format, scrape time or metric before reading anything; the scrape time in ms."""
-    from acme.metrics.exposition import parse_scrape_time
+    from acme.timestamps import parse_scrape_time
 
-    if fmt not in FORMATS:
-        raise InputError(input, f"unknown metrics format {fmt!r}; expected one of {', '.join(FORMATS)}")
+    if fmt not in _READERS:
+        raise InputError(input, f"unknown metrics format {fmt!r}; expected one of {', '.join(FORMAT_NAMES)}")
     if metric is not None:
         catalog[metric]  # an unknown name fails here, listing the catalog
     if scrape_time is None:
@@ -291,19 +292,17 @@ def _publish(lake, spec, cluster, day, samples, source):
 
 def _read_input(fmt, uri, day, catalog, metrics, step_s, session, client_options, summary, options):
     """Yield (metric, samples, parse rejects) one metric at a time."""
-    if fmt == "prometheus":
-        for name, samples, rejects in _read_prometheus(
-            uri, day, catalog, metrics, step_s, session, client_options, options
-        ):
-            sources = summary["time_sources"]
-            sources["sample timestamp"] = sources.get("sample timestamp", 0) + len(samples)
-            yield name, samples, rejects
-    elif fmt == "prometheus-json":
-        yield from _read_saved_answer(uri, day, catalog, metrics, summary, options)
-    elif fmt == "exporter-text":
-        yield from _read_exporter_text(uri, day, catalog, metrics, summary, options)
-    else:
-        yield from _read_wide_csv(uri, day, catalog, metrics, summary)
+    fetch = {"step_s": step_s, "session": session, "client_options": client_options}
+    yield from _READERS[fmt](uri, day, catalog, metrics, summary, options=options, fetch=fetch)
+
+
+def _read_server(uri, day, catalog, metrics, summary, *, options, fetch):
+    for name, samples, rejects in _read_prometheus(
+        uri, day, catalog, metrics, fetch["step_s"], fetch["session"], fetch["client_options"], options
+    ):
+        sources = summary["time_sources"]
+        sources["sample timestamp"] = sources.get("sample timestamp", 0) + len(samples)
+        yield name, samples, rejects
 
 
 def _read_prometheus(uri, day, catalog, metrics, step_s, session, client_options, options):
@@ -329,7 +328,7 @@ def _read_prometheus(uri, day, catalog, metrics, step_s, session, client_options
         yield spec.name, matrix_to_samples(result, spec, options["node"]), None
 
 
-def _read_saved_answer(uri, day, catalog, metrics, summary, options):
+def _read_saved_answer(uri, day, catalog, metrics, summary, *, options, **_unused):
     """A saved ``/api/v1/query_range`` or ``/api/v1/query`` answer: its series per catalog metric."""
     from acme.metrics.prometheus import matrix_to_samples
 
@@ -425,7 +424,7 @@ def _check_node_labels(uri, groups, catalog, options) -> None:
             )
 
 
-def _read_exporter_text(uri, day, catalog, metrics, summary, options):
+def _read_exporter_text(uri, day, catalog, metrics, summary, *, options, **_unused):
     from acme.metrics.exposition import read_exposition_files
     from acme.metrics.storage import concat_samples
 
@@ -511,7 +510,7 @@ def _refuse_other_days(uri, day, arrays, summary, options) -> None:
     )
 
 
-def _read_wide_csv(uri, day, catalog, metrics, summary):
+def _read_wide_csv(uri, day, catalog, metrics, summary, **_unused):
     from acme.metrics.acmetrace_csv import metric_of_file, parse_wide_csv
 
     path = Path(uri)
@@ -624,15 +623,16 @@ def plan_metric_inputs(
     (a manual ``source`` takes only these, not the cluster's); ``{ds}`` in a scrape time is the
     run's UTC day.
     """
-    from acme.clusters import METRIC_FORMATS, MetricSource, check_scrape_time, selected_clusters
+    from acme.clusters import MetricSource, check_scrape_time, selected_clusters
 
     if scrape_time is not None:
         scrape_time = check_scrape_time(scrape_time, "Param scrape_time (--scrape-time)")
     if node is not None and not str(node).strip():
         node = None
     planned = []
-    for name in selected_clusters(clusters, cluster, source, METRIC_FORMATS, input_uri):
+    for name in selected_clusters(clusters, cluster, source, FORMAT_NAMES, input_uri):
         configured = clusters[name].metrics
+        check_cluster_source(clusters[name])
         if source != "configured":
             settings = MetricSource(source, str(input_uri), configured.step_s if configured else 15)
         elif configured is not None:
@@ -655,3 +655,12 @@ def plan_metric_inputs(
             }
         )
     return planned
+
+
+# The reader of each format of ``acme.metrics.formats`` (a test keeps the two tables the same).
+_READERS: dict[str, Callable[..., Iterator[tuple[str, Any, Any]]]] = {
+    "prometheus": _read_server,
+    "prometheus-json": _read_saved_answer,
+    "exporter-text": _read_exporter_text,
+    "acmetrace-csv": _read_wide_csv,
+}

@@ -6,10 +6,10 @@ and :mod:`acme.report.publish` writes it. Findings are computed from the tables,
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from acme.report import reference
+from acme.report.model import Characterization, FigureSpec, pct, seconds
 from acme.report.periods import Period
 
 if TYPE_CHECKING:
@@ -35,33 +35,6 @@ UNCATEGORIZED = "Unknown"  # the category shown for a diagnosis without one (rea
 PERCENTS = list(range(101))
 
 
-@dataclass
-class FigureSpec:
-    """One figure: the section it belongs to, its tables (written as CSV and JSON) and its finding."""
-
-    name: str
-    section: int
-    title: str
-    finding: str
-    tables: list[str]
-    drawn: bool = True  # False: the data is missing, the section shows the finding only
-
-
-@dataclass
-class Characterization:
-    cluster: str
-    period: Period
-    definition: str
-    days: list[str]
-    tables: dict[str, pd.DataFrame] = field(default_factory=dict)
-    figures: list[FigureSpec] = field(default_factory=list)
-    summary: dict[str, Any] = field(default_factory=dict)
-    failure_note: str = ""
-
-    def figure(self, name: str) -> FigureSpec:
-        return next(f for f in self.figures if f.name == name)
-
-
 def characterize(lake: Lake, cluster: str, period: Period, definition: str = "run") -> Characterization:
     """Query the lake and assemble the report's tables, figures' findings and summary."""
     from acme.report.queries import ReportQueries
@@ -83,20 +56,6 @@ def characterize(lake: Lake, cluster: str, period: Period, definition: str = "ru
 
 
 # --- formatting helpers -------------------------------------------------------------------------
-
-
-def pct(value: float | None, digits: int = 1) -> str:
-    return "n/a" if value is None or value != value else f"{100 * value:.{digits}f}%"
-
-
-def seconds(value: float | None) -> str:
-    if value is None or value != value:
-        return "n/a"
-    if value < 120:
-        return f"{value:.0f} s"
-    if value < 7200:
-        return f"{value / 60:.1f} min"
-    return f"{value / 3600:.1f} h"
 
 
 def _number(value: Any) -> Any:

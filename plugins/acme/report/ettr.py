@@ -52,7 +52,7 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
     from acme.lake import Lake
-    from acme.report.characterize import Characterization
+    from acme.report.model import Characterization
 
 SECTION = 10
 SECTION_TITLE = "Effective training time of pretraining campaigns (ETTR)"
@@ -442,7 +442,7 @@ def attach_ettr(report: Characterization, lake: Lake) -> None:
     """Add section 10 to a characterization: its tables and its figure's finding (the one call made by
     ``acme.report.characterize``)."""
     from acme import settings
-    from acme.report.characterize import FigureSpec, pct
+    from acme.report.model import FigureSpec, pct
 
     jobs, unnamed = campaign_jobs(lake, report.cluster, report.days)
     until = datetime.combine(date.fromisoformat(report.days[-1]), datetime.max.time(), tzinfo=UTC)
@@ -490,7 +490,7 @@ def draw_ettr_progress(report: Characterization) -> Figure:
 
     progress = report.tables["ettr_progress"]
     campaigns = report.tables["ettr_campaigns"].sort_values("gpu_hours_lost", ascending=False).head(4)
-    from acme.report.figures import FIGURE_WIDTH_IN, LEGEND_FONT
+    from acme.report.style import FIGURE_WIDTH_IN, LEGEND_FONT
 
     # As wide as the page like every figure of the report: two campaigns a row.
     panels = max(1, len(campaigns))

@@ -6,20 +6,15 @@ import io
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from acme.report.characterize import GPU_TDP_W, UTILIZATION_METRICS, Characterization
+from acme.report.characterize import GPU_TDP_W, UTILIZATION_METRICS
 from acme.report.ettr import draw_ettr_progress  # section 10 (issue 19)
+from acme.report.model import Characterization
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-REFERENCE_STYLE = {"linestyle": "--", "linewidth": 1.4, "alpha": 0.85}
-OWN_STYLE = {"linewidth": 2.4, "color": "black"}
-# Figures are drawn FIGURE_WIDTH_IN wide at DPI and shown at 1/PIXEL_RATIO of their pixels, so a
-# figure fills the page (1050 CSS px) and stays sharp on HiDPI screens.
-FIGURE_WIDTH_IN = 10.5
-PIXEL_RATIO = 2
-DPI = 100 * PIXEL_RATIO
-LEGEND_FONT = 9
+from acme.report.style import DPI, FIGURE_WIDTH_IN, LEGEND_FONT, OWN_STYLE, REFERENCE_STYLE
+
 # One colour per job type on every page and cluster (matplotlib's tab10, fixed by type).
 JOB_TYPE_COLORS = {
     "Eval": "tab:blue",
@@ -196,7 +191,7 @@ def draw_type_shares(report: Characterization) -> Figure:
 def draw_type_demand_duration_queue(report: Characterization) -> Figure:
     """Four bar charts on linear axes, each bar labelled with its value (a log axis over values from
     seconds to days leaves too few ticks to read)."""
-    from acme.report.characterize import seconds
+    from acme.report.model import seconds
 
     table = report.tables["type_stats"]
     figure, axes = _figure(columns=2, rows=2, height=3.0)

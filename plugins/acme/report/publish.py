@@ -19,7 +19,7 @@ from acme import lake_keys, settings
 
 if TYPE_CHECKING:
     from acme.lake import Lake
-    from acme.report.characterize import Characterization
+    from acme.report.model import Characterization
 
 MANIFEST = "report.json"
 
@@ -204,7 +204,7 @@ FAILURE_COLUMNS = {
 def _html_tables(report: Characterization) -> dict[str, str]:
     """The small tables shown in the page itself (the rest are linked as CSV/JSON), with readable
     headers and units; the CSV and JSON keep the identifiers and raw values."""
-    from acme.report.characterize import pct, seconds
+    from acme.report.model import pct, seconds
 
     shown = {}
     summary = report.tables["summary"].set_index("id").T
@@ -253,7 +253,7 @@ def _html_tables(report: Characterization) -> dict[str, str]:
 
 def _summary_cell(value: Any, kind: str) -> str:
     """One summary value in its unit; – for none."""
-    from acme.report.characterize import pct, seconds
+    from acme.report.model import pct, seconds
 
     if value is None or value != value:
         return "–"
@@ -284,7 +284,7 @@ def render_template(name: str, **context: Any) -> str:
 
 def _css_size(png: bytes) -> tuple[int, int]:
     """The size a figure is shown at, in CSS pixels: drawn at PIXEL_RATIO, sharp on HiDPI screens."""
-    from acme.report.figures import PIXEL_RATIO
+    from acme.report.style import PIXEL_RATIO
 
     width, height = png_size(png)
     return width // PIXEL_RATIO, height // PIXEL_RATIO

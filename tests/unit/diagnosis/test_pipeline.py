@@ -22,12 +22,12 @@ from acme.diagnosis.routing import (
     NO_ROUTE,
     OWNER_MESSAGE,
     RECOVERY,
-    expand_hostlist,
     route,
     write_owner_message,
 )
 from acme.diagnosis.synth_log import iter_training_log
 from acme.errors import InputError
+from acme.hostlist import expand_hostlist
 from acme.lake import Lake
 from tests.diagnosis_support import read_records
 

@@ -7,9 +7,11 @@ from datetime import date
 
 import pytest
 
-from acme.clusters import METRIC_FORMATS, load_clusters
+from acme.clusters import load_clusters
 from acme.errors import ConfigError
-from acme.metrics.ingest import FORMATS, plan_metric_inputs
+from acme.metrics import ingest
+from acme.metrics.formats import FORMAT_NAMES
+from acme.metrics.ingest import plan_metric_inputs
 
 DAY = date(2023, 7, 1)
 
@@ -29,9 +31,9 @@ def clusters_file(tmp_path, metrics: str, folder: str = "."):
     return path
 
 
-def test_every_format_of_the_command_line_is_a_cluster_format():
-    assert set(METRIC_FORMATS) == set(FORMATS)
-    assert "prometheus-json" in METRIC_FORMATS
+def test_every_format_named_has_a_reader():
+    assert set(ingest._READERS) == set(FORMAT_NAMES)
+    assert "prometheus-json" in FORMAT_NAMES
 
 
 def test_snapshot_scrape_time_and_node_are_cluster_settings(tmp_path):
