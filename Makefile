@@ -123,7 +123,7 @@ demo: setup
 	  print("  action log:", path)'
 	@echo "5. Evaluation of a real checkpoint (SmolLM2-135M-Instruct, GGUF, llama.cpp on the CPU) on real benchmark items"
 	@ACME_EVAL_MAX_NEW_TOKENS=$${ACME_EVAL_MAX_NEW_TOKENS:-128} $(DAG_TEST) evaluate evaluate_checkpoint 2023-07-03 \
-	  "{\"model_location\": \"$$($(PY) -c 'from acme.evaluation.inference import bundled_gguf; print(bundled_gguf())')\", \"model_size\": \"135M\", \"suite\": \"real\", \"nodes\": 1}"
+	  "{\"model_location\": \"$$($(PY) -c 'from acme.models.bundled import bundled_gguf; print(bundled_gguf())')\", \"model_size\": \"135M\", \"suite\": \"real\", \"nodes\": 1}"
 	@$(PY) -m acme.evaluation.published --lake $(ACME_LAKE_URI)
 	@echo "5b. Synthesized 104B (March) and 123B (April) pretraining campaigns for the reports' ETTR section"
 	@$(PY) -m acme synth-campaigns --lake $(ACME_LAKE_URI) --cluster seren > /dev/null

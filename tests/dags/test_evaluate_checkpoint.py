@@ -36,7 +36,7 @@ def eval_env(lake_dir, tmp_path, monkeypatch):
     """A lake, a node shared-memory folder, the real GGUF in 'remote' storage, a copy of the real data."""
     import shutil
 
-    from acme.evaluation.inference import bundled_gguf
+    from acme.models.bundled import bundled_gguf
 
     data = tmp_path / "data"
     shutil.copytree(REAL, data)
@@ -58,9 +58,9 @@ def eval_env(lake_dir, tmp_path, monkeypatch):
 def expected_outputs(env) -> dict[str, list[dict]]:
     """What the model answers on the suite's samples, computed here without Airflow."""
     from acme.evaluation.datasets import read_samples
-    from acme.evaluation.inference import LlamaCppModel
     from acme.evaluation.planner import DatasetSlice
     from acme.evaluation.trial_steps import infer_slice
+    from acme.models.llama_cpp import LlamaCppModel
 
     model = LlamaCppModel(env["checkpoint"])
     expected = {}

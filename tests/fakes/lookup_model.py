@@ -2,7 +2,7 @@
 
 Tests of the evaluation's bookkeeping (leases, idempotence, retries, kills at every write) need
 known answers in milliseconds, not a real model's: this fake implements the trial's model
-interface (``acme.evaluation.inference.EvalModel``) from a lookup table saved as a PyTorch checkpoint (``torch.save``, read back with
+interface (``acme.models.interface.Model``) from a lookup table saved as a PyTorch checkpoint (``torch.save``, read back with
 ``weights_only=True``): it maps the SHA-256 of a prompt to a generation (``match``, ``code_exec``)
 or to a loglikelihood score (``ppl``: the option it believes gets 0, the others −10). A ``filler``
 tensor stands in for weights so the copy and the load move real bytes. Prompts it does not know get
@@ -22,7 +22,7 @@ from typing import Any
 
 from acme.errors import InputError
 from acme.evaluation.datasets import choice_requests, generation_prompt, read_samples, sample_id
-from acme.evaluation.inference import Generation, TokenCounter
+from acme.models.interface import Generation, TokenCounter
 
 CHECKPOINT_FORMAT = "acme.evaluation.tiny-lookup-model/1"
 UNKNOWN_SCORE = -10.0

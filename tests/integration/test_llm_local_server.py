@@ -122,7 +122,9 @@ def test_the_evaluation_server_backend_scores_and_generates_like_the_in_process_
     without it the shifted echo is refused rather than summed. The context's echo ends with a generated
     token that can equal the continuation's first (" " before a digit): it is not part of the context."""
     from acme.errors import ConfigError
-    from acme.evaluation.inference import LlamaCppModel, OpenAICompletionModel, bundled_gguf
+    from acme.models.bundled import bundled_gguf
+    from acme.models.llama_cpp import LlamaCppModel
+    from acme.models.openai_compat import OpenAICompletionModel
 
     remote = OpenAICompletionModel(server.base_url, server.model, score_prefix=server.bos_text)
     local = LlamaCppModel(bundled_gguf(), n_ctx=2048)

@@ -71,7 +71,7 @@ def local_llm_server(
     stop_grace_s: float = 10.0,
 ) -> Iterator[LocalServer]:
     """Run llama.cpp's OpenAI-compatible server on 127.0.0.1 for the ``with`` block."""
-    from acme.evaluation.inference import bundled_gguf, gguf_bos_text
+    from acme.models.bundled import bundled_gguf, gguf_bos_text
 
     model_path = Path(model_path) if model_path else bundled_gguf()
     bos_text = gguf_bos_text(model_path)

@@ -12,7 +12,7 @@ The ``evaluate_checkpoint`` DAG asks a :class:`TrialRunner` for two things per e
 
 With ``ACME_EVAL_MODEL_BACKEND=openai`` a server holds the model, so either runner's ``preload`` copies
 nothing. The model runtime itself (llama.cpp, transformers, OpenAI-compatible) is chosen inside the trial by
-``acme.evaluation.inference.load_eval_model``.
+``acme.models.backends.load_model``.
 
 A Kubernetes pod is started by the Airflow glue (``acme_airflow.gpu_pod.run_gpu_pod``), handed in as
 ``run_pod``: this module stays free of Airflow.

@@ -4,7 +4,7 @@ Inference (``run_inference``), in the order that implements **warm start** (see
 ``include/eval/ASSUMPTIONS.md``): the trial's process first does everything that needs no GPU —
 imports, reading its samples (the simulator's ``setup_s``) — and only then takes a GPU lease of
 its node, loads the real model from node shared memory through the configured backend
-(``acme.evaluation.inference``: llama.cpp, HF transformers, or an OpenAI-compatible server),
+(``acme.models``: llama.cpp, HF transformers, or an OpenAI-compatible server),
 infers its slices, publishes its outputs (one line per sample, with its seconds and tokens) and
 releases the lease. The GPU pool admits two inference tasks per GPU slot, so while one
 trial holds a GPU the next one of that node is already set up and waits only for the lease: the
@@ -35,11 +35,12 @@ from typing import Any
 
 from acme.errors import InputError
 from acme.evaluation.datasets import choice_requests, generation_prompt, read_samples, sample_id, stop_strings
-from acme.evaluation.inference import EvalModel, load_eval_model
 from acme.evaluation.layout import EvalRun
 from acme.evaluation.planner import DatasetSlice, Plan, Trial
 from acme.evaluation.precursor import loaded_model_file
 from acme.lake import Lake
+from acme.models.backends import load_model
+from acme.models.interface import Model
 
 
 class GpuLeaseTimeout(TimeoutError):
@@ -96,15 +97,15 @@ def _free_accelerator() -> None:
         torch.cuda.empty_cache()
 
 
-ModelLoader = Callable[[Path | None], EvalModel]
+ModelLoader = Callable[[Path | None], Model]
 
 
-def _configured_model(checkpoint: Path | None) -> EvalModel:
-    return load_eval_model(checkpoint)
+def _configured_model(checkpoint: Path | None) -> Model:
+    return load_model(checkpoint)
 
 
 def infer_slice(
-    model: EvalModel, piece: DatasetSlice, samples: list[dict], batch_size: int, max_tokens: int
+    model: Model, piece: DatasetSlice, samples: list[dict], batch_size: int, max_tokens: int
 ) -> list[dict[str, Any]]:
     """One output record per sample of ``piece``, with its measured seconds and tokens.
 
@@ -172,7 +173,7 @@ def run_inference(
     """Infer one trial's slices with the model in node shared memory; outputs to the lake.
 
     ``load_model`` turns the checkpoint file in shared memory into a model (default: the
-    configured backend, ``acme.evaluation.inference``; the ``openai`` backend gets None and talks to
+    configured backend, ``acme.models``; the ``openai`` backend gets None and talks to
     its server).
     """
     from acme import settings

@@ -9,13 +9,10 @@ from __future__ import annotations
 import pytest
 
 from acme.errors import ConfigError, InputError
-from acme.evaluation.inference import (
-    LlamaCppModel,
-    _continuation_start,
-    bundled_gguf,
-    cut_at_stop,
-    load_eval_model,
-)
+from acme.models.backends import load_model
+from acme.models.bundled import bundled_gguf
+from acme.models.interface import continuation_start, cut_at_stop
+from acme.models.llama_cpp import LlamaCppModel
 
 CAPITAL = "Question: What is the capital of France?\nAnswer:"
 
@@ -53,24 +50,24 @@ def test_a_file_that_is_not_gguf_is_refused_with_its_path(tmp_path):
 def test_backend_configuration_errors_are_clear(monkeypatch):
     monkeypatch.setenv("ACME_EVAL_MODEL_BACKEND", "onnx")
     with pytest.raises(ConfigError, match="ACME_EVAL_MODEL_BACKEND='onnx' must be one of"):
-        load_eval_model(bundled_gguf())
+        load_model(bundled_gguf())
     monkeypatch.setenv("ACME_EVAL_MODEL_BACKEND", "openai")
     monkeypatch.delenv("ACME_EVAL_MODEL_ENDPOINT", raising=False)
     with pytest.raises(ConfigError, match="needs ACME_EVAL_MODEL_ENDPOINT"):
-        load_eval_model(None)
+        load_model(None)
 
 
 def test_stop_strings_and_token_boundaries():
     assert cut_at_stop("42\n\nQuestion: next", ["\n\n", "\nQuestion:"]) == "42"
     assert cut_at_stop("no stop here", ["\n"]) == "no stop here"
-    assert _continuation_start([1, 2, 3], [1, 2, 3, 4, 5]) == 3
-    assert _continuation_start([1, 2, 9], [1, 2, 7, 8]) == 2  # a token merged across the boundary
-    assert _continuation_start([], [1, 2]) == 1
+    assert continuation_start([1, 2, 3], [1, 2, 3, 4, 5]) == 3
+    assert continuation_start([1, 2, 9], [1, 2, 7, 8]) == 2  # a token merged across the boundary
+    assert continuation_start([], [1, 2]) == 1
 
 
 @pytest.mark.slow_model
 def test_transformers_backend_agrees_with_llama_cpp_on_the_same_gguf(llama):
-    from acme.evaluation.inference import TransformersModel
+    from acme.models.hf import TransformersModel
 
     hf = TransformersModel(bundled_gguf(), batch_size=2)
     requests = [(CAPITAL, " Paris"), (CAPITAL, " Berlin")]
@@ -86,7 +83,7 @@ def test_transformers_batched_generation_equals_one_prompt_at_a_time():
     HF transformers dequantizes; no HF-format tiny model ships in any package installed here). Prompts of
     different lengths are left-padded into one batch; greedy answers must equal those of unbatched calls,
     and the stop strings must cut each row on its own."""
-    from acme.evaluation.inference import TransformersModel
+    from acme.models.hf import TransformersModel
 
     prompts = [
         "Question: What is 2 + 3?\nAnswer:",

@@ -12,7 +12,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from acme.evaluation.inference import bundled_gguf
+from acme.models.bundled import bundled_gguf
 
 
 def test_the_installed_llama_cpp_is_built_without_the_amx_kernels():
