@@ -121,7 +121,7 @@ import json
 import math
 import re
 from dataclasses import dataclass, field
-from datetime import UTC, date, datetime
+from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
@@ -136,7 +136,8 @@ GPU_FRACTION_ANNOTATION = "gpu-fraction"  # Run:ai fractional GPU request
 USER_KEYS = ("acme.io/user", "user", "owner", "username")
 JOB_NAME_LABELS = ("batch.kubernetes.io/job-name", "job-name")
 JOB_UID_LABELS = ("batch.kubernetes.io/controller-uid", "controller-uid")
-WORKLOAD_NAME_LABELS = ("training.kubeflow.org/job-name",)
+WORKLOAD_NAME_LABELS = ("training.kubeflow.org/job-name", "volcano.sh/job-name")
+VOLCANO_GROUP = "batch.volcano.sh"
 WORKLOAD_OWNER_KINDS = frozenset(
     {"PyTorchJob", "MPIJob", "TFJob", "XGBoostJob", "PaddleJob", "MXJob", "JAXJob", "RunaiJob"}
 )
@@ -146,7 +147,16 @@ KUBEFLOW_V1_KINDS = ("PyTorchJob", "MPIJob", "TFJob", "XGBoostJob", "PaddleJob",
 WORKLOAD_OBJECT_KINDS = frozenset(
     {(kind, "kubeflow.org") for kind in KUBEFLOW_V1_KINDS}
     | {("TrainJob", "trainer.kubeflow.org"), ("JobSet", "jobset.x-k8s.io"), ("Workload", "kueue.x-k8s.io")}
+    | {("Job", VOLCANO_GROUP)}
 )
+# Volcano Job phases (status.state.phase, volcano-sh/apis batch/v1alpha1): the ended ones and what
+# they mean; every other known phase is a job that has not ended. Terminated: stopped by Volcano
+# itself for "internal factors" (a TerminateJob policy on PodFailed, ...); Aborted: stopped for
+# "external factors" (a user's `vcctl job suspend`), as scancel.
+VOLCANO_ENDED = {"Completed": "COMPLETED", "Failed": "FAILED", "Terminated": "FAILED", "Aborted": "CANCELLED"}
+VOLCANO_NOT_ENDED = frozenset({"Pending", "Running", "Restarting", "Completing", "Terminating", "Aborting"})
+_GO_DURATION = re.compile(r"(\d+(?:\.\d+)?)(h|ms|us|µs|ns|m|s)")
+_GO_UNITS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9}
 SKIP_NOT_ADMITTED = (
     "not started yet: a workload object without a start (Kueue: not admitted; a later extract carries it)"
 )
@@ -249,9 +259,11 @@ class _Object:
     state: str
     start: datetime | None
     end: datetime | None
-    gpu: int
+    gpu: int | None  # None: unknown (a Volcano Job printed without its tasks)
     cpu: Decimal | None
     equiv: Decimal
+    submit: datetime | None = None  # metadata.creationTimestamp (a Volcano Job may lack it: null)
+    has_submit: bool = True  # False: submit_time is unknown (null), whatever ``submit`` says
 
 
 @dataclass
@@ -334,10 +346,15 @@ class _Parse:
                 self.reject(raw.line, str(exc), raw.obj)
             except _Skip as exc:
                 self.skip(str(exc))
-        items, superseded = _latest_snapshots(items)
+        items, superseded, filled = _latest_snapshots(items)
         if superseded:
             self.notes.append(
                 f"{_n(superseded, 'older snapshot')} of an object folded into its latest snapshot"
+            )
+        if filled:
+            self.notes.append(
+                f"{_n(filled, 'latest snapshot')} printed without its spec or status.conditions took them "
+                "from an older snapshot of the same object"
             )
         return items
 
@@ -509,7 +526,7 @@ def _load(text: str, source_file: str) -> tuple[list[_Raw], str | None, list[str
             if not isinstance(items, list):
                 raise InputError(source_file, f"'items' is {_type(items)}, not a list")
             list_kind = document.get("kind") if isinstance(document.get("kind"), str) else None
-            notes = [] if items else ["the list holds no items"]
+            notes = ([] if items else ["the list holds no items"]) + _kindless_note(int(list_kind is None))
             return [_Raw(i + 1, obj) for i, obj in enumerate(items)], list_kind, notes
         if "kind" in document or ("type" in document and "object" in document):
             return [_Raw(1, document)], None, []
@@ -527,6 +544,7 @@ def _load_yaml(text: str, source_file: str) -> tuple[list[_Raw], str | None, lis
 
     raws: list[_Raw] = []
     list_kinds: set[str] = set()
+    kindless = 0  # Lists without a kind
     try:
         for document in yaml.load_all(text, Loader=_yaml_loader()):
             if document is None:
@@ -538,12 +556,14 @@ def _load_yaml(text: str, source_file: str) -> tuple[list[_Raw], str | None, lis
                 raise InputError(
                     source_file, f"expected a JSON list or a Kubernetes List object, got {_type(document)}"
                 )
-            if "items" in document and "kind" in document:
+            if "items" in document:  # a List; older kubectl and cut excerpts print it without kind
                 items = document["items"] or []
                 if not isinstance(items, list):
                     raise InputError(source_file, f"'items' is {_type(items)}, not a list")
                 if isinstance(document.get("kind"), str):
                     list_kinds.add(document["kind"])
+                else:
+                    kindless += 1
                 raws += [_Raw(len(raws) + 1, obj) for obj in items]
             else:
                 raws.append(_Raw(len(raws) + 1, document))
@@ -554,8 +574,17 @@ def _load_yaml(text: str, source_file: str) -> tuple[list[_Raw], str | None, lis
         raise InputError(source_file, f"neither JSON nor YAML: {problem}", line) from exc
     if not raws:
         raise InputError(source_file, "no Kubernetes objects in the YAML")
-    list_kind = next(iter(list_kinds)) if len(list_kinds) == 1 else None
-    return raws, list_kind, ["read as YAML"]
+    list_kind = next(iter(list_kinds)) if len(list_kinds) == 1 and not kindless else None
+    return raws, list_kind, ["read as YAML", *_kindless_note(kindless)]
+
+
+def _kindless_note(lists: int) -> list[str]:
+    return (
+        [f"{_n(lists, 'List')} without a kind (older kubectl, or an excerpt cut before `kind: List`): "
+         "read as a list of its items"]
+        if lists
+        else []
+    )  # fmt: skip
 
 
 def _yaml_loader():
@@ -645,11 +674,12 @@ def _item(raw: _Raw, list_kind: str | None) -> _Item:
     raise _Skip(f"not a job object: kind {kind}" + (f" ({group})" if group else ""))
 
 
-def _latest_snapshots(items: list[_Item]) -> tuple[list[_Item], int]:
-    """Keep the latest snapshot of each object (highest resourceVersion, else the last)."""
+def _latest_snapshots(items: list[_Item]) -> tuple[list[_Item], int, int]:
+    """Keep the latest snapshot of each object (highest resourceVersion, else the last); also how
+    many were superseded, and how many kept ones took a part from an older one (:func:`_fill_from`)."""
     latest: dict[tuple, int] = {}
     kept: list[_Item | None] = []
-    superseded = 0
+    superseded = filled = 0
     for item in items:
         meta = item.obj.get("metadata")
         if not isinstance(meta, dict) or not isinstance(meta.get("name"), str):
@@ -668,11 +698,34 @@ def _latest_snapshots(items: list[_Item]) -> tuple[list[_Item], int]:
         index = latest[identity]
         previous = kept[index]
         assert previous is not None  # ``latest`` points at the kept item of each identity
-        if _version(item.obj) >= _version(previous.obj):
+        newer, older = (item, previous) if _version(item.obj) >= _version(previous.obj) else (previous, item)
+        filled += _fill_from(newer, older)
+        if newer is item:
             kept[index] = None
             latest[identity] = len(kept)
             kept.append(item)
-    return [i for i in kept if i is not None], superseded
+    return [i for i in kept if i is not None], superseded, filled
+
+
+def _fill_from(newer: _Item, older: _Item) -> bool:
+    """A snapshot printed without its ``spec`` or its ``status.conditions`` (an excerpt: the Volcano
+    docs show a Completed job as its state alone) takes them from an older snapshot of the same
+    object: a job's spec does not change, and the conditions it had are its history."""
+    obj, old = newer.obj, older.obj
+    took = False
+    if not isinstance(obj.get("spec"), dict) and isinstance(old.get("spec"), dict):
+        newer.obj = obj = {**obj, "spec": old["spec"]}
+        took = True
+    status, old_status = obj.get("status"), old.get("status")
+    if (
+        isinstance(status, dict)
+        and isinstance(old_status, dict)
+        and "conditions" not in status
+        and isinstance(old_status.get("conditions"), list)
+    ):
+        newer.obj = {**obj, "status": {**status, "conditions": old_status["conditions"]}}
+        took = True
+    return took
 
 
 def _version(obj: dict) -> int:
@@ -683,7 +736,9 @@ def _version(obj: dict) -> int:
 # --- one object ----------------------------------------------------------------------------
 
 
-def _meta(obj: dict) -> _Meta:
+def _meta(obj: dict, created_fallback: datetime | None = None) -> _Meta:
+    """The object's metadata, checked; ``created_fallback`` stands for a creationTimestamp that
+    the input leaves out (a Volcano Job printed with its metadata elided)."""
     meta = obj.get("metadata")
     if not isinstance(meta, dict):
         raise _Reject("metadata missing")
@@ -693,9 +748,9 @@ def _meta(obj: dict) -> _Meta:
     namespace = meta.get("namespace") or "default"
     if not isinstance(namespace, str):
         raise _Reject(f"metadata.namespace is {_type(namespace)}")
-    if meta.get("creationTimestamp") is None:
+    if meta.get("creationTimestamp") is None and created_fallback is None:
         raise _Reject("metadata.creationTimestamp missing")
-    created = _ts(meta.get("creationTimestamp"), "metadata.creationTimestamp")
+    created = _ts(meta.get("creationTimestamp"), "metadata.creationTimestamp") or created_fallback
     if created is None:
         raise _Reject("metadata.creationTimestamp is the zero time")
     uid = meta.get("uid")
@@ -911,7 +966,9 @@ def _pod_owner(obj: dict) -> tuple[str, str, str, str | None] | None:
         api = owner.get("apiVersion")
         if kind == "Job" and (api is None or (isinstance(api, str) and api.startswith("batch/"))):
             return ("Job", namespace, name, uid)
-        if kind in WORKLOAD_OWNER_KINDS:
+        if kind in WORKLOAD_OWNER_KINDS or (
+            kind == "Job" and isinstance(api, str) and api.startswith(VOLCANO_GROUP + "/")
+        ):
             return ("workload", namespace, name, uid)
     labels = meta.get("labels")
     if not isinstance(labels, dict):
@@ -1171,6 +1228,8 @@ def _parse_object(item: _Item, present_uids: set) -> _Object:
     """
     obj = item.obj
     kind = str(obj.get("kind"))  # one of WORKLOAD_OBJECT_KINDS: the caller selected the object by it
+    if kind == "Job":  # only a Volcano Job reaches here as an object (batch/v1 Jobs are items)
+        return _parse_volcano(item)
     try:
         meta, spec, status = _meta_spec_status(obj)
         job_id = meta.uid
@@ -1224,6 +1283,75 @@ def _parse_object(item: _Item, present_uids: set) -> _Object:
         raise _Reject(f"malformed {kind}: {exc}") from exc
 
 
+def _parse_volcano(item: _Item) -> _Object:
+    """A Volcano Job (``batch.volcano.sh``): size from its tasks (:func:`_object_resources`), state
+    from ``status.state.phase`` (:data:`VOLCANO_ENDED`; Pending/Running/Restarting/Completing/
+    Terminating/Aborting -> RUNNING; Pending that never ran, or no status -> skipped as not started).
+
+    Times: submit = ``creationTimestamp``, else the first ``status.conditions`` transition (Volcano
+    records each phase there: the first is the job's Pending on creation), else unknown (null);
+    ``status.runningDuration`` before an ended state's transition (it counts from creation), else
+    unknown (null); start = the first Running transition, else the state's own transition while
+    Running, else unknown; end = the state's transition once ended. Without ``spec.tasks`` (an
+    excerpt) the size is unknown (null GPUs and CPUs)."""
+    obj = item.obj
+    try:
+        phase, since, first, start = _volcano_times(_dict(obj.get("status"), "status"))
+        meta = _meta(obj, first or start or since)
+        spec = _dict(obj.get("spec"), "spec")
+        gpu: int | None
+        gpu, cpu, equiv = _object_resources("Job", spec) if "tasks" in spec else (None, None, Decimal(0))
+    except (TypeError, ValueError, AttributeError, KeyError) as exc:
+        raise _Reject(f"malformed Volcano Job: {exc}") from exc
+    if phase in VOLCANO_ENDED:
+        result, end = VOLCANO_ENDED[str(phase)], since
+    elif meta.deleted is not None:
+        result, end = "CANCELLED", meta.deleted
+    elif phase in VOLCANO_NOT_ENDED and (start is not None or phase != "Pending"):
+        result, end = "RUNNING", None
+    elif phase is None or phase == "Pending":
+        raise _Skip(SKIP_NOT_ADMITTED)
+    else:
+        raise _Reject(f"unknown Volcano Job phase {phase!r} (status.state.phase)")
+    has_submit = isinstance(obj["metadata"].get("creationTimestamp"), str) or first is not None
+    return _Object(
+        item.line, "Job", meta, meta.uid, result, start, end, gpu, cpu, equiv,
+        submit=meta.created, has_submit=has_submit,
+    )  # fmt: skip
+
+
+def _volcano_times(status: dict) -> tuple[Any, datetime | None, datetime | None, datetime | None]:
+    """(phase, the state's transition, the first recorded transition, the start) of a Volcano Job."""
+    state = _dict(status.get("state"), "status.state")
+    phase = state.get("phase")
+    since = _ts(state.get("lastTransitionTime"), "status.state.lastTransitionTime")
+    history = [
+        (str(c.get("status")), _ts(c.get("lastTransitionTime"), "status.conditions[].lastTransitionTime"))
+        for c in _list(status.get("conditions"), "status.conditions")
+        if isinstance(c, dict)
+    ]
+    first = min((t for _, t in history if t is not None), default=None)
+    start = min((t for phase_, t in history if phase_ == "Running" and t is not None), default=None)
+    if start is None and phase == "Running":
+        start = since
+    # runningDuration counts from the job's creation (Volcano's controller: time since
+    # creationTimestamp), so it gives the creation time of an ended job printed without its history
+    ran = _go_duration(status.get("runningDuration"))
+    if first is None and phase in VOLCANO_ENDED and since is not None and ran is not None:
+        first = since - timedelta(seconds=ran)
+    return phase, since, first, start
+
+
+def _go_duration(value: Any) -> float | None:
+    """Seconds of a Go duration string (``1m49s``, ``2h3m4.5s``, ``750ms``); None when absent or not one."""
+    if not isinstance(value, str) or not value:
+        return None
+    parts = _GO_DURATION.findall(value)
+    if not parts or "".join(n + u for n, u in parts) != value:
+        return None
+    return sum(float(n) * _GO_UNITS[u] for n, u in parts)
+
+
 def _object_resources(kind: str, spec: dict) -> tuple[int, Decimal | None, Decimal]:
     """(GPU devices, cpu cores, GPU-equivalents) a workload object asks for in all."""
     parts: list[tuple[int, dict]] = []  # (pods, pod spec)
@@ -1247,6 +1375,16 @@ def _object_resources(kind: str, spec: dict) -> tuple[int, Decimal | None, Decim
             replicas = _count(replicated.get("replicas"), "replicatedJobs.replicas", default=1)
             parallelism = _count(job_spec.get("parallelism"), "parallelism", default=1)
             parts.append((replicas * parallelism, pod_spec))
+    elif kind == "Job":  # Volcano: spec.tasks[].replicas x the task's pod template
+        for index, task in enumerate(_list(spec.get("tasks"), "spec.tasks")):
+            task = _dict(task, f"spec.tasks[{index}]")
+            template = _dict(task.get("template"), f"spec.tasks[{index}].template")
+            parts.append(
+                (
+                    _count(task.get("replicas"), f"spec.tasks[{index}].replicas", default=1),
+                    _dict(template.get("spec"), f"spec.tasks[{index}].template.spec"),
+                )
+            )
     elif kind == "TrainJob":
         trainer = _dict(spec.get("trainer"), "spec.trainer")
         nodes = _count(trainer.get("numNodes"), "spec.trainer.numNodes", default=1)
@@ -1287,13 +1425,13 @@ def _object_row(obj: _Object, cluster: str, source_file: str, classifier) -> dic
         "job_id": obj.job_id or f"{meta.namespace}/{meta.name}",
         "job_name": meta.name,
         "user": user,
-        "job_type": classifier.classify(meta.name, meta.namespace, meta.labels, obj.gpu),
+        "job_type": classifier.classify(meta.name, meta.namespace, meta.labels, obj.gpu or 0),
         "state": obj.state,
-        "submit_time": meta.created,
+        "submit_time": (obj.submit or meta.created) if obj.has_submit else None,
         "start_time": obj.start,
         "end_time": obj.end if obj.state != "RUNNING" else None,
         "gpu_num": obj.gpu,
-        "gpu_share": _share(obj.gpu, obj.equiv),
+        "gpu_share": None if obj.gpu is None else _share(obj.gpu, obj.equiv),
         "cpu_num": None if obj.cpu is None else math.ceil(obj.cpu),
         "node_num": None,
         "node_list": None,
