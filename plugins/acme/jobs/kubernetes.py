@@ -1297,6 +1297,8 @@ def _parse_volcano(item: _Item) -> _Object:
     obj = item.obj
     try:
         phase, since, first, start = _volcano_times(_dict(obj.get("status"), "status"))
+        if phase is None:  # no status: a manifest, or a job the controller has not seen yet
+            raise _Skip(SKIP_NOT_ADMITTED)
         meta = _meta(obj, first or start or since)
         spec = _dict(obj.get("spec"), "spec")
         gpu: int | None
@@ -1309,7 +1311,7 @@ def _parse_volcano(item: _Item) -> _Object:
         result, end = "CANCELLED", meta.deleted
     elif phase in VOLCANO_NOT_ENDED and (start is not None or phase != "Pending"):
         result, end = "RUNNING", None
-    elif phase is None or phase == "Pending":
+    elif phase == "Pending":
         raise _Skip(SKIP_NOT_ADMITTED)
     else:
         raise _Reject(f"unknown Volcano Job phase {phase!r} (status.state.phase)")

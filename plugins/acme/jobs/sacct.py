@@ -1012,12 +1012,18 @@ class _Batch:
         self.no_time = np.isnat(self.submit) & np.isnat(self.start) & np.isnat(self.end)
         # Elapsed is the only time (a seff-style export): with a day to file it under, the job is
         # stored with its times unknown (null) and run_s = Elapsed, instead of being rejected
-        self.times_unknown = self.no_time & day_known & np.array([e[0] is not None for e in self.elapsed], bool)
+        self.times_unknown = (
+            self.no_time & day_known & np.array([e[0] is not None for e in self.elapsed], bool)
+        )
         if self.times_unknown.any():
-            time_notes[("all", "unknown")] = time_notes.get(("all", "unknown"), 0) + int(self.times_unknown.sum())
+            time_notes[("all", "unknown")] = time_notes.get(("all", "unknown"), 0) + int(
+                self.times_unknown.sum()
+            )
         self.nnodes = _cached(column("nnodes"), lambda v: _parse_count(v, "NNodes"))
         # AllocCPUS is sacct's other name of NCPUS ("Count of allocated CPUs. Equivalent to NCPUS")
-        self.ncpus = _cached(column("ncpus" if "ncpus" in col else "alloccpus"), lambda v: _parse_count(v, "NCPUS"))
+        self.ncpus = _cached(
+            column("ncpus" if "ncpus" in col else "alloccpus"), lambda v: _parse_count(v, "NCPUS")
+        )
         self.exits = _cached(column("exitcode"), _parse_exit)
         self.alloc = _cached(column("alloctres"), _parse_tres)
         self.raw_req = column("reqtres")  # the request only counts where nothing was allocated

@@ -115,7 +115,9 @@ class Catalog:
     def by_exporter_name(self) -> dict[str, MetricSpec]:
         """Exporter metric name -> spec: each metric's ``exporter`` and its plain aliases (those that
         neither sum series nor select them, so that any reader may store their samples as they are)."""
-        names = {alias.name: spec for spec in self for alias in spec.aliases if not (alias.sum_over or alias.match)}
+        names = {
+            alias.name: spec for spec in self for alias in spec.aliases if not (alias.sum_over or alias.match)
+        }
         return {**names, **{spec.exporter: spec for spec in self if spec.exporter}}
 
     def exporter_aliases(self) -> dict[str, tuple[MetricSpec, ExporterAlias]]:
@@ -176,7 +178,9 @@ def _alias(where: str, raw: Any) -> ExporterAlias:
     if isinstance(raw, str):
         return ExporterAlias(raw)
     if not isinstance(raw, dict) or not isinstance(raw.get("name"), str):
-        raise ConfigError(f"{where}: an alias is an exporter metric name or {{name, sum_over, match}}, not {raw!r}")
+        raise ConfigError(
+            f"{where}: an alias is an exporter metric name or {{name, sum_over, match}}, not {raw!r}"
+        )
     match = tuple((str(k), re.compile(str(v))) for k, v in (raw.get("match") or {}).items())
     return ExporterAlias(raw["name"], raw.get("sum_over"), match)
 

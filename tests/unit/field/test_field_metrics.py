@@ -80,9 +80,11 @@ def test_corpus_file_is_stored_whole_or_refused_in_one_line(case, tmp_path):
         every_sample = sample_lines(CORPUS / case["file"])
         summed = sum((summary.get("summed_samples") or {}).values())
         assert summed == case.get("summed", 0), summary
-        assert summary["samples"] + sum(summary["skipped_metrics"].values()) + summary["quarantined"] + summed == (
-            every_sample
-        ), "every sample of the file is stored, skipped with a count, quarantined, or summed into one"
+        assert summary["samples"] + sum(summary["skipped_metrics"].values()) + summary[
+            "quarantined"
+        ] + summed == (every_sample), (
+            "every sample of the file is stored, skipped with a count, quarantined, or summed into one"
+        )
         assert sum(summary["time_sources"].values()) == summary["samples"] + summary["quarantined"]
         files = stored_files(lake)
         assert files and all(f.parent.parent.parent.parent.name in STORED_AREAS for f in files)

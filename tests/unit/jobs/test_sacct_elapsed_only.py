@@ -18,7 +18,13 @@ from acme.jobs.ingest import JobInput, ingest_job_file
 from acme.jobs.sacct import parse_sacct, parse_sacct_file
 from acme.lake import Lake
 
-EXPORT = Path(__file__).resolve().parents[2] / "fixtures" / "field" / "jobs" / "reportseff_issue16_elapsed_only.txt"
+EXPORT = (
+    Path(__file__).resolve().parents[2]
+    / "fixtures"
+    / "field"
+    / "jobs"
+    / "reportseff_issue16_elapsed_only.txt"
+)
 FIELDS = "AdminComment,AllocCPUS,Elapsed,JobID,JobIDRaw,MaxRSS,NNodes,NTasks,ReqMem,State,Timelimit,TotalCPU"
 DAY = dt.date(2023, 1, 23)
 
@@ -46,7 +52,9 @@ def test_constructed_elapsed_only_lines_running_and_without_elapsed():
     text = "JobID|State|Elapsed\n1|RUNNING|00:10:00\n2|FAILED|\n3|TIMEOUT|1-00:00:00\n"
     result = parse_sacct(text, "c", source_file="constructed", day=DAY)
     jobs = result.jobs.set_index("job_id")
-    assert jobs.loc["1", "state"] == "RUNNING" and jobs.loc["1", "run_s"] != jobs.loc["1", "run_s"]  # not ended
+    assert (
+        jobs.loc["1", "state"] == "RUNNING" and jobs.loc["1", "run_s"] != jobs.loc["1", "run_s"]
+    )  # not ended
     assert jobs.loc["3", "run_s"] == 86400.0
     assert list(result.rejects["source_line"]) == [3]  # no time at all, not even Elapsed
     assert "no time at all" in result.rejects.iloc[0]["reason"]
@@ -69,7 +77,9 @@ def test_ingested_it_is_filed_under_the_day_and_the_report_counts_it_there(tmp_p
     row = summary_table[summary_table["id"].str.startswith("seff (this report")].iloc[0]
     assert (row["job_num"], row["cpu_job_num"], row["gpu_job_num"]) == (1, 1, 0)
     assert row["avg_run_time_cpu"] == row["med_run_time_cpu"] == 27363.0  # Elapsed is its run time
-    assert row["avg_que_time_cpu"] is None or row["avg_que_time_cpu"] != row["avg_que_time_cpu"]  # left out, not 0
+    assert (
+        row["avg_que_time_cpu"] is None or row["avg_que_time_cpu"] != row["avg_que_time_cpu"]
+    )  # left out, not 0
     assert row["complete_rate_cpu"] == 1.0
     usage = report.tables["daily_usage"]
     assert [(str(d)[:10], n) for d, n in zip(usage["day"], usage["jobs"], strict=True)] == [("2023-01-23", 1)]

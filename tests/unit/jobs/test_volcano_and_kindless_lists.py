@@ -72,7 +72,11 @@ def test_an_object_without_kind_and_without_items_is_still_rejected():
 def test_a_running_volcano_job_is_a_job():
     result = parse(VOLCANO_RUNNING.read_bytes(), VOLCANO_RUNNING.name)
     job = one(result)
-    assert (job["job_id"], job["job_name"], job["state"]) == ("default/quickstart-job", "quickstart-job", "RUNNING")
+    assert (job["job_id"], job["job_name"], job["state"]) == (
+        "default/quickstart-job",
+        "quickstart-job",
+        "RUNNING",
+    )
     assert (job["gpu_num"], job["cpu_num"]) == (0, 3)  # 3 replicas x cpu 1
     assert iso(job["submit_time"]) == "2025-05-28T08:39:22+00:00"  # the first recorded transition
     assert iso(job["start_time"]) == "2025-05-28T08:39:30+00:00"  # the Running transition
@@ -162,12 +166,19 @@ def constructed_pod(name: str, node: str, *, owner: bool = True, exit_code: int 
             {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "name": "llm-pretrain",
              "uid": "vc-uid-1", "controller": True}
         ]  # fmt: skip
-    terminated = {"exitCode": exit_code, "startedAt": "2024-03-01T10:05:00Z", "finishedAt": "2024-03-01T12:04:00Z"}
+    terminated = {
+        "exitCode": exit_code,
+        "startedAt": "2024-03-01T10:05:00Z",
+        "finishedAt": "2024-03-01T12:04:00Z",
+    }
     return {
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": meta,
-        "spec": {"nodeName": node, "containers": [{"name": "w", "resources": {"limits": {"nvidia.com/gpu": "8"}}}]},
+        "spec": {
+            "nodeName": node,
+            "containers": [{"name": "w", "resources": {"limits": {"nvidia.com/gpu": "8"}}}],
+        },
         "status": {
             "phase": "Succeeded" if exit_code == 0 else "Failed",
             "containerStatuses": [{"name": "w", "state": {"terminated": terminated}}],
@@ -177,7 +188,11 @@ def constructed_pod(name: str, node: str, *, owner: bool = True, exit_code: int 
 
 def test_constructed_volcano_job_size_is_replicas_times_the_task_resources():
     job = one(parse(json.dumps(constructed_volcano_job())))
-    assert (job["job_id"], job["gpu_num"], job["cpu_num"]) == ("vc-uid-1", 24, 48)  # (1 + 2) x 8 GPUs, x 16 CPUs
+    assert (job["job_id"], job["gpu_num"], job["cpu_num"]) == (
+        "vc-uid-1",
+        24,
+        48,
+    )  # (1 + 2) x 8 GPUs, x 16 CPUs
     assert job["gpu_share"] != job["gpu_share"]  # whole GPUs
     assert iso(job["submit_time"]) == "2024-03-01T10:00:00+00:00"  # creationTimestamp wins
     assert iso(job["start_time"]) == "2024-03-01T10:05:00+00:00"
@@ -228,7 +243,10 @@ def test_constructed_volcano_job_listed_with_its_pods_folds_them_by_owner_and_by
 
 
 def test_constructed_volcano_pods_without_their_job_are_one_job():
-    pods = [constructed_pod("llm-pretrain-master-0", "gpu-01"), constructed_pod("llm-pretrain-worker-0", "gpu-02")]
+    pods = [
+        constructed_pod("llm-pretrain-master-0", "gpu-01"),
+        constructed_pod("llm-pretrain-worker-0", "gpu-02"),
+    ]
     job = one(parse(json.dumps({"apiVersion": "v1", "kind": "List", "items": pods})))
     assert job["job_name"] == "llm-pretrain" and job["node_num"] == 2
 

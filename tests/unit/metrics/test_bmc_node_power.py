@@ -30,7 +30,9 @@ def server_power(path: Path, node: str = "bmc-1"):
 def test_the_catalog_maps_the_bmc_and_redfish_names_to_server_power():
     catalog = load_catalog()
     aliases = catalog.exporter_aliases()
-    assert {"power_draw_watts", "chassis_power_draw_watts", "idrac_power_control_consumed_watts"} <= set(aliases)
+    assert {"power_draw_watts", "chassis_power_draw_watts", "idrac_power_control_consumed_watts"} <= set(
+        aliases
+    )
     assert all(spec.name == "server_power" for spec, _ in aliases.values())
     assert aliases["power_draw_watts"][1].sum_over == "psu"
     # only plain aliases are offered to readers that store samples as they are (Prometheus answers)
@@ -58,7 +60,10 @@ def test_constructed_psu_readings_of_two_nodes_and_two_times_are_summed_per_node
     result = parse_exposition_file(page, load_catalog())
     samples = result.samples["server_power"]
     nodes = list(samples.series["node"])
-    got = sorted((nodes[s], int(t), float(v)) for s, t, v in zip(samples.series_id, samples.ts_ms, samples.value))
+    got = sorted(
+        (nodes[s], int(t), float(v))
+        for s, t, v in zip(samples.series_id, samples.ts_ms, samples.value, strict=True)
+    )
     assert got == [("a", 1000, 220.0), ("a", 2000, 101.0), ("a", 3000, 300.0), ("b", 1000, 90.0)]
     assert result.summed == {"power_draw_watts": 1}
 
@@ -73,7 +78,12 @@ def test_idrac_exporter_system_power_control_is_the_node_power_and_subsystems_ar
     )
     result, samples = server_power(page)
     assert list(samples.value) == [166.0]
-    assert result.skipped_metrics["idrac_power_control_consumed_watts (series that are not the node's server_power)"] == 1
+    assert (
+        result.skipped_metrics[
+            "idrac_power_control_consumed_watts (series that are not the node's server_power)"
+        ]
+        == 1
+    )
 
 
 @pytest.mark.parametrize("bad", [{"name": 3}, {"name": "x", "match": {"name": "("}}, 7])
@@ -82,7 +92,9 @@ def test_a_malformed_alias_fails_the_catalog_naming_it(tmp_path, bad):
 
     from acme.errors import ConfigError
 
-    document = yaml.safe_load((Path(__file__).resolve().parents[3] / "include/metrics/metrics.yaml").read_text())
+    document = yaml.safe_load(
+        (Path(__file__).resolve().parents[3] / "include/metrics/metrics.yaml").read_text()
+    )
     document["metrics"]["server_power"]["aliases"] = [bad]
     path = tmp_path / "catalog.yaml"
     path.write_text(yaml.safe_dump(document))
@@ -114,8 +126,12 @@ def test_the_power_analysis_works_on_a_day_of_the_bmc_exporter_page(tmp_path):
     assert summary["summed_samples"] == {"power_draw_watts": 24 * 60}
 
     export = SCRAPES.parents[1] / "jobs" / "reportseff_issue16_elapsed_only.txt"
-    fields = "AdminComment,AllocCPUS,Elapsed,JobID,JobIDRaw,MaxRSS,NNodes,NTasks,ReqMem,State,Timelimit,TotalCPU"
-    ingest_job_file(lake, JobInput("bmc", "sacct", str(export), day, tuple(fields.split(",")), "UTC", "^|^"), export)
+    fields = (
+        "AdminComment,AllocCPUS,Elapsed,JobID,JobIDRaw,MaxRSS,NNodes,NTasks,ReqMem,State,Timelimit,TotalCPU"
+    )
+    ingest_job_file(
+        lake, JobInput("bmc", "sacct", str(export), day, tuple(fields.split(",")), "UTC", "^|^"), export
+    )
 
     report = characterize(lake, "bmc", parse_period("all"))
     power = report.tables["power_cdf"]
