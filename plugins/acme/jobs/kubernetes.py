@@ -1,7 +1,8 @@
 """Kubernetes Pods, batch/v1 Jobs and training workloads into the canonical job record.
 
 Input
-    ``kubectl get pods,jobs -o json`` (a ``List``), a ``PodList``/``JobList`` as the API
+    ``kubectl get pods,jobs -o json`` (a ``List``; also one printed without its ``kind``, or
+    ``kind: null``: read as the list of its items, noted), a ``PodList``/``JobList`` as the API
     returns it (items without ``kind`` take it from the list kind), a bare JSON list of
     objects, a single object, JSON Lines (one object per line, as exporters and
     ``kubectl get -w -o json --output-watch-events`` write them; ``{"type": ..., "object":
@@ -93,7 +94,7 @@ Fields
 Bad input
     Input that does not start with ``{`` or ``[`` is read as YAML (``kubectl get -o yaml``:
     one object, a ``List``, or ``---``-separated documents; ``source_line`` is then the object's
-    1-based index). Objects that are not jobs (Services, ConfigMaps, Volcano Jobs, Kueue
+    1-based index). Objects that are not jobs (Services, ConfigMaps, PodGroups, Kueue
     ProvisioningRequests, ...) are skipped with a count per kind (``ParseResult.skipped``), not
     rejected; so are workload objects that have not started (see :func:`_parse_object`).
 
@@ -110,9 +111,13 @@ Bad input
 
 Workload objects
     Kubeflow training jobs (``kubeflow.org`` PyTorchJob, TFJob, MPIJob, XGBoostJob, PaddleJob,
-    JAXJob), TrainJobs (``trainer.kubeflow.org``), JobSets (``jobset.x-k8s.io``) and Kueue
-    Workloads (``kueue.x-k8s.io``) are jobs of their own (:func:`_parse_object`); pods of a
-    training job that is in the input are folded into it (nodes, exit code).
+    JAXJob), TrainJobs (``trainer.kubeflow.org``), JobSets (``jobset.x-k8s.io``), Kueue
+    Workloads (``kueue.x-k8s.io``) and Volcano Jobs (``batch.volcano.sh``, :func:`_parse_volcano`)
+    are jobs of their own (:func:`_parse_object`); pods of a training job or Volcano Job that is in
+    the input are folded into it (nodes, exit code), found by their ``ownerReferences`` or the
+    ``training.kubeflow.org/job-name`` / ``volcano.sh/job-name`` label. A later snapshot of an
+    object printed without its ``spec`` or ``status.conditions`` takes them from an earlier one
+    (:func:`_fill_from`).
 """
 
 from __future__ import annotations

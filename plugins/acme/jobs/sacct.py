@@ -9,8 +9,9 @@ output (a trailing '|' on every line) is accepted too, and so is another ``--del
 (``delimiter=``, any string). When a header is present it wins over ``fields`` (a note says so
 if they differ); a header written as a comment (``#jobid|state…``) is read as one. Required
 fields: JobID, State and a time (Start, End or Submit; in practice Start and End, or one of them
-with Elapsed); a header or field list without them raises :class:`SchemaDriftError` naming the
-missing ones and where to add them. Without Submit, submit and queue times are null (a note
+with Elapsed; or, with ``day``, Elapsed alone); a header or field list without them raises
+:class:`SchemaDriftError` naming the missing ones and where to add them (and ``--day`` when the
+export has Elapsed). Without Submit, submit and queue times are null (a note
 says so); without End, End = Start + Elapsed for jobs that ended; without Start,
 Start = End − Elapsed. Empty input raises ``InputError("empty")``;
 no header and no ``fields`` raises :class:`InputError`. A header with no data lines is valid
@@ -68,7 +69,8 @@ A wall-clock time in the repeated hour when ``tz`` leaves summer time is ambiguo
 as summer time, and one in the skipped spring hour is shifted forward; a note counts either.
 Elapsed (``1-02:03:04``, ``02:03:04``, ``03:04.123``; or ElapsedRaw seconds) is kept as
 ``source_duration_s``. A job that ended with ``End=Unknown`` gets End = Start + Elapsed (noted).
-A job line with no time at all (Submit, Start and End empty) is rejected.
+A job line with no time at all (Submit, Start and End empty) is rejected, unless ``day`` is given
+and it has an Elapsed (see "Days").
 
 Resources
 ---------
@@ -77,8 +79,8 @@ started): the untyped ``gres/gpu=N`` when present, else the sum of the typed
 ``gres/gpu:TYPE=N`` entries, never both (sacct prints both for typed requests). A TRES
 without any ``gres/gpu`` entry means 0 GPUs; no TRES at all (field absent or empty on the
 job and its steps) means null, and such jobs are classified as if they had no GPU. ``cpu_num``
-is NCPUS (or the TRES ``cpu=`` when NCPUS is absent or 0), ``node_num`` NNodes (or TRES
-``node=``), ``node_list`` NodeList as printed (``None assigned`` -> null). ExitCode
+is NCPUS (AllocCPUS when the export names it so; or the TRES ``cpu=`` when NCPUS is absent or
+0), ``node_num`` NNodes (or TRES ``node=``), ``node_list`` NodeList as printed (``None assigned`` -> null). ExitCode
 ``code:signal`` -> ``exit_code`` = code (``0:9``, killed by signal 9, gives 0; the canonical
 record has one exit column).
 
@@ -90,9 +92,11 @@ job line's physical 1-based line number.
 Days
 ----
 A sacct window extract contains jobs submitted before the day that ran or ended in it; they
-are state updates for those jobs, so all are kept: ``day`` is accepted for a uniform parser
-signature and ignored, ``skipped_other_days`` is always 0. The day only shapes the live
-command (:func:`sacct_command`).
+are state updates for those jobs, so all are kept: ``skipped_other_days`` is always 0. The day
+shapes the live command (:func:`sacct_command`), and it is what an export whose only time is
+Elapsed (seff-style: no Submit, Start or End) needs: with ``day`` such a job is a row with submit,
+start and end null, ``run_s`` = Elapsed once ended, and the ingest files it under that day
+(:func:`acme.jobs.ingest.publish_jobs`); without ``day`` the field list is refused.
 
 Encoding
 --------
