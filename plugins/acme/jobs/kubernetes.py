@@ -376,8 +376,12 @@ class _Parse:
         }
         objects: dict[tuple, _Object] = {}
         for item in (i for i in items if i.kind == "Object"):
-            try:
-                parsed = _parse_object(item, present_uids)
+            try:  # a Volcano Job is the one object of kind Job here (batch/v1 Jobs are items of their own)
+                parsed = (
+                    _parse_volcano(item)
+                    if item.obj.get("kind") == "Job"
+                    else _parse_object(item, present_uids)
+                )
             except _Reject as exc:
                 self.reject(item.line, str(exc), item.obj)
                 continue
@@ -967,14 +971,9 @@ def _pod_owner(obj: dict) -> tuple[str, str, str, str | None] | None:
         kind, name, uid = owner.get("kind"), owner.get("name"), owner.get("uid")
         if not isinstance(kind, str) or not isinstance(name, str) or not name:
             continue
-        uid = uid if isinstance(uid, str) and uid else None
-        api = owner.get("apiVersion")
-        if kind == "Job" and (api is None or (isinstance(api, str) and api.startswith("batch/"))):
-            return ("Job", namespace, name, uid)
-        if kind in WORKLOAD_OWNER_KINDS or (
-            kind == "Job" and isinstance(api, str) and api.startswith(VOLCANO_GROUP + "/")
-        ):
-            return ("workload", namespace, name, uid)
+        family = _owner_family(kind, owner.get("apiVersion"))
+        if family is not None:
+            return (family, namespace, name, uid if isinstance(uid, str) and uid else None)
     labels = meta.get("labels")
     if not isinstance(labels, dict):
         labels = {}
@@ -989,6 +988,17 @@ def _pod_owner(obj: dict) -> tuple[str, str, str, str | None] | None:
                 (labels[u] for u in JOB_UID_LABELS if isinstance(labels.get(u), str) and labels[u]), None
             )
             return ("Job", namespace, labels[label], uid)
+    return None
+
+
+def _owner_family(kind: str, api: Any) -> str | None:
+    """What a pod's owner reference of ``kind`` and ``api`` makes it part of: a batch ``Job``, a
+    ``workload`` (a training job, a Volcano Job), or nothing we fold pods into."""
+    version = api if isinstance(api, str) else ""
+    if kind == "Job" and (api is None or version.startswith("batch/")):
+        return "Job"
+    if kind in WORKLOAD_OWNER_KINDS or (kind == "Job" and version.startswith(VOLCANO_GROUP + "/")):
+        return "workload"
     return None
 
 
@@ -1233,8 +1243,6 @@ def _parse_object(item: _Item, present_uids: set) -> _Object:
     """
     obj = item.obj
     kind = str(obj.get("kind"))  # one of WORKLOAD_OBJECT_KINDS: the caller selected the object by it
-    if kind == "Job":  # only a Volcano Job reaches here as an object (batch/v1 Jobs are items)
-        return _parse_volcano(item)
     try:
         meta, spec, status = _meta_spec_status(obj)
         job_id = meta.uid
@@ -1361,57 +1369,14 @@ def _go_duration(value: Any) -> float | None:
 
 def _object_resources(kind: str, spec: dict) -> tuple[int, Decimal | None, Decimal]:
     """(GPU devices, cpu cores, GPU-equivalents) a workload object asks for in all."""
-    parts: list[tuple[int, dict]] = []  # (pods, pod spec)
-    if kind == "Workload":
-        for index, pod_set in enumerate(_list(spec.get("podSets"), "spec.podSets")):
-            pod_set = _dict(pod_set, f"spec.podSets[{index}]")
-            template = _dict(pod_set.get("template"), f"spec.podSets[{index}].template")
-            parts.append(
-                (
-                    _count(pod_set.get("count"), "podSets.count", default=1),
-                    _dict(template.get("spec"), "template.spec"),
-                )
-            )
-    elif kind == "JobSet":
-        for index, replicated in enumerate(_list(spec.get("replicatedJobs"), "spec.replicatedJobs")):
-            replicated = _dict(replicated, f"spec.replicatedJobs[{index}]")
-            job_spec = _dict(_dict(replicated.get("template"), "template").get("spec"), "template.spec")
-            pod_spec = _dict(
-                _dict(job_spec.get("template"), "template.spec.template").get("spec"), "pod spec"
-            )
-            replicas = _count(replicated.get("replicas"), "replicatedJobs.replicas", default=1)
-            parallelism = _count(job_spec.get("parallelism"), "parallelism", default=1)
-            parts.append((replicas * parallelism, pod_spec))
-    elif kind == "Job":  # Volcano: spec.tasks[].replicas x the task's pod template
-        for index, task in enumerate(_list(spec.get("tasks"), "spec.tasks")):
-            task = _dict(task, f"spec.tasks[{index}]")
-            template = _dict(task.get("template"), f"spec.tasks[{index}].template")
-            parts.append(
-                (
-                    _count(task.get("replicas"), f"spec.tasks[{index}].replicas", default=1),
-                    _dict(template.get("spec"), f"spec.tasks[{index}].template.spec"),
-                )
-            )
-    elif kind == "TrainJob":
+    if kind == "TrainJob":
         trainer = _dict(spec.get("trainer"), "spec.trainer")
         nodes = _count(trainer.get("numNodes"), "spec.trainer.numNodes", default=1)
         gpu, cpu, equiv = _resource_list(
             _dict(trainer.get("resourcesPerNode"), "resourcesPerNode"), "spec.trainer"
         )
         return gpu * nodes, None if cpu is None else cpu * nodes, equiv * nodes
-    else:  # Kubeflow v1: spec.pytorchReplicaSpecs / tfReplicaSpecs / mpiReplicaSpecs / ...
-        for key, roles in spec.items():
-            if not key.endswith("ReplicaSpecs"):
-                continue
-            for role, replica in _dict(roles, f"spec.{key}").items():
-                replica = _dict(replica, f"spec.{key}.{role}")
-                template = _dict(replica.get("template"), f"spec.{key}.{role}.template")
-                parts.append(
-                    (
-                        _count(replica.get("replicas"), f"{role}.replicas", default=1),
-                        _dict(template.get("spec"), "template.spec"),
-                    )
-                )
+    parts = _POD_TEMPLATES.get(kind, _kubeflow_templates)(spec)
     gpu, cpu, equiv = 0, None, Decimal(0)
     for pods, pod_spec in parts:
         g, c, e = _pod_resources(pod_spec)
@@ -1419,6 +1384,70 @@ def _object_resources(kind: str, spec: dict) -> tuple[int, Decimal | None, Decim
         cpu = _add(cpu, None if c is None else c * pods)
         equiv += pods * e
     return gpu, cpu, equiv
+
+
+def _workload_templates(spec: dict) -> list[tuple[int, dict]]:
+    """Kueue Workload: (``podSets[].count``, the pod set's template spec)."""
+    parts = []
+    for index, pod_set in enumerate(_list(spec.get("podSets"), "spec.podSets")):
+        pod_set = _dict(pod_set, f"spec.podSets[{index}]")
+        template = _dict(pod_set.get("template"), f"spec.podSets[{index}].template")
+        parts.append(
+            (
+                _count(pod_set.get("count"), "podSets.count", default=1),
+                _dict(template.get("spec"), "template.spec"),
+            )
+        )
+    return parts
+
+
+def _jobset_templates(spec: dict) -> list[tuple[int, dict]]:
+    """JobSet: (``replicatedJobs[].replicas`` x the Job's ``parallelism``, the Job's pod template spec)."""
+    parts = []
+    for index, replicated in enumerate(_list(spec.get("replicatedJobs"), "spec.replicatedJobs")):
+        replicated = _dict(replicated, f"spec.replicatedJobs[{index}]")
+        job_spec = _dict(_dict(replicated.get("template"), "template").get("spec"), "template.spec")
+        pod_spec = _dict(_dict(job_spec.get("template"), "template.spec.template").get("spec"), "pod spec")
+        replicas = _count(replicated.get("replicas"), "replicatedJobs.replicas", default=1)
+        parallelism = _count(job_spec.get("parallelism"), "parallelism", default=1)
+        parts.append((replicas * parallelism, pod_spec))
+    return parts
+
+
+def _volcano_templates(spec: dict) -> list[tuple[int, dict]]:
+    """Volcano Job: (``tasks[].replicas``, the task's pod template spec)."""
+    parts = []
+    for index, task in enumerate(_list(spec.get("tasks"), "spec.tasks")):
+        task = _dict(task, f"spec.tasks[{index}]")
+        template = _dict(task.get("template"), f"spec.tasks[{index}].template")
+        parts.append(
+            (
+                _count(task.get("replicas"), f"spec.tasks[{index}].replicas", default=1),
+                _dict(template.get("spec"), f"spec.tasks[{index}].template.spec"),
+            )
+        )
+    return parts
+
+
+def _kubeflow_templates(spec: dict) -> list[tuple[int, dict]]:
+    """Kubeflow v1: ``spec.<kind>ReplicaSpecs.<role>``: (replicas, the role's pod template spec)."""
+    parts = []
+    for key, roles in spec.items():
+        if not key.endswith("ReplicaSpecs"):
+            continue
+        for role, replica in _dict(roles, f"spec.{key}").items():
+            replica = _dict(replica, f"spec.{key}.{role}")
+            template = _dict(replica.get("template"), f"spec.{key}.{role}.template")
+            parts.append(
+                (
+                    _count(replica.get("replicas"), f"{role}.replicas", default=1),
+                    _dict(template.get("spec"), "template.spec"),
+                )
+            )
+    return parts
+
+
+_POD_TEMPLATES = {"Workload": _workload_templates, "JobSet": _jobset_templates, "Job": _volcano_templates}
 
 
 def _object_row(obj: _Object, cluster: str, source_file: str, classifier) -> dict[str, Any]:
