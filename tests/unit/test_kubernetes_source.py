@@ -625,9 +625,10 @@ def test_records_that_are_not_jobs_are_rejected_with_their_reason(parse):
     assert list(result.jobs["job_name"]) == ["fine"]
     assert result.rows_in == len(items)
     # Objects of other kinds are not defects: skipped with a count per kind, not quarantined.
+    # A Volcano Job is a job (issue 31): this one, without a status, has not started yet.
     assert result.skipped == {
         "not a job object: kind Service (v1)": 1,
-        "not a job object: kind Job (batch.volcano.sh)": 1,
+        SKIP_NOT_ADMITTED: 1,
         "not a job object: kind ConfigMap (v1)": 1,
     }
     reasons = dict(zip(result.rejects["source_line"], result.rejects["reason"], strict=True))

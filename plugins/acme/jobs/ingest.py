@@ -23,7 +23,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import date
+from datetime import UTC, date, datetime, time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -194,6 +194,18 @@ def _first_day(table: pa.Table) -> date | None:
     return None if first is None else first.date()
 
 
+def _time_key(table: pa.Table, day: date | None):
+    """Each row's time key (submit, else start, else end); a row with no time at all (a sacct
+    export whose only time is Elapsed) takes the input's ``day`` (validation refuses it without)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    key = pc.coalesce(table["submit_time"], table["start_time"], table["end_time"])
+    if day is None or key.null_count == 0:
+        return key
+    return pc.coalesce(key, pa.scalar(datetime.combine(day, time(0), tzinfo=UTC), key.type))
+
+
 def _redact_rejects(rejects: pd.DataFrame) -> None:
     from acme.secrets import redact_column
 
@@ -306,7 +318,7 @@ def validate_and_publish(
     from acme.jobs.validate import validate_job_table
 
     _release_freed_memory()  # the parse's temporaries are gone: validation starts from a smaller heap
-    outcome = validate_job_table(table, layout=parsed.layout, source_file=job_input.uri)
+    outcome = validate_job_table(table, layout=parsed.layout, source_file=job_input.uri, day=job_input.day)
     del table
     quarantined, quarantine_url = record_input_outcome(
         lake, job_input, parsed.rejects, outcome, parsed.first_day, parsed.rows_checked, max_quarantine_share
@@ -349,9 +361,7 @@ def publish_jobs(lake: Lake, job_input: JobInput, accepted: Any, report: dict[st
     table = accepted if isinstance(accepted, pa.Table) else _jobs_table(accepted)
     if table.num_rows == 0:
         return []
-    days = pc.cast(
-        pc.coalesce(table["submit_time"], table["start_time"], table["end_time"]), "date32"
-    ).to_numpy()
+    days = pc.cast(_time_key(table, job_input.day), "date32").to_numpy()
     if (days[1:] < days[:-1]).any():  # traces are usually in submit order: then no reordering at all
         order = np.argsort(days, kind="stable")
         table, days = table.take(order), days[order]

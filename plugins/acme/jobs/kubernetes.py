@@ -1,7 +1,8 @@
 """Kubernetes Pods, batch/v1 Jobs and training workloads into the canonical job record.
 
 Input
-    ``kubectl get pods,jobs -o json`` (a ``List``), a ``PodList``/``JobList`` as the API
+    ``kubectl get pods,jobs -o json`` (a ``List``; also one printed without its ``kind``, or
+    ``kind: null``: read as the list of its items, noted), a ``PodList``/``JobList`` as the API
     returns it (items without ``kind`` take it from the list kind), a bare JSON list of
     objects, a single object, JSON Lines (one object per line, as exporters and
     ``kubectl get -w -o json --output-watch-events`` write them; ``{"type": ..., "object":
@@ -93,7 +94,7 @@ Fields
 Bad input
     Input that does not start with ``{`` or ``[`` is read as YAML (``kubectl get -o yaml``:
     one object, a ``List``, or ``---``-separated documents; ``source_line`` is then the object's
-    1-based index). Objects that are not jobs (Services, ConfigMaps, Volcano Jobs, Kueue
+    1-based index). Objects that are not jobs (Services, ConfigMaps, PodGroups, Kueue
     ProvisioningRequests, ...) are skipped with a count per kind (``ParseResult.skipped``), not
     rejected; so are workload objects that have not started (see :func:`_parse_object`).
 
@@ -110,9 +111,13 @@ Bad input
 
 Workload objects
     Kubeflow training jobs (``kubeflow.org`` PyTorchJob, TFJob, MPIJob, XGBoostJob, PaddleJob,
-    JAXJob), TrainJobs (``trainer.kubeflow.org``), JobSets (``jobset.x-k8s.io``) and Kueue
-    Workloads (``kueue.x-k8s.io``) are jobs of their own (:func:`_parse_object`); pods of a
-    training job that is in the input are folded into it (nodes, exit code).
+    JAXJob), TrainJobs (``trainer.kubeflow.org``), JobSets (``jobset.x-k8s.io``), Kueue
+    Workloads (``kueue.x-k8s.io``) and Volcano Jobs (``batch.volcano.sh``, :func:`_parse_volcano`)
+    are jobs of their own (:func:`_parse_object`); pods of a training job or Volcano Job that is in
+    the input are folded into it (nodes, exit code), found by their ``ownerReferences`` or the
+    ``training.kubeflow.org/job-name`` / ``volcano.sh/job-name`` label. A later snapshot of an
+    object printed without its ``spec`` or ``status.conditions`` takes them from an earlier one
+    (:func:`_fill_from`).
 """
 
 from __future__ import annotations
@@ -121,7 +126,7 @@ import json
 import math
 import re
 from dataclasses import dataclass, field
-from datetime import UTC, date, datetime
+from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
@@ -137,7 +142,8 @@ GPU_FRACTION_ANNOTATION = "gpu-fraction"  # Run:ai fractional GPU request
 USER_KEYS = ("acme.io/user", "user", "owner", "username")
 JOB_NAME_LABELS = ("batch.kubernetes.io/job-name", "job-name")
 JOB_UID_LABELS = ("batch.kubernetes.io/controller-uid", "controller-uid")
-WORKLOAD_NAME_LABELS = ("training.kubeflow.org/job-name",)
+WORKLOAD_NAME_LABELS = ("training.kubeflow.org/job-name", "volcano.sh/job-name")
+VOLCANO_GROUP = "batch.volcano.sh"
 WORKLOAD_OWNER_KINDS = frozenset(
     {"PyTorchJob", "MPIJob", "TFJob", "XGBoostJob", "PaddleJob", "MXJob", "JAXJob", "RunaiJob"}
 )
@@ -147,7 +153,16 @@ KUBEFLOW_V1_KINDS = ("PyTorchJob", "MPIJob", "TFJob", "XGBoostJob", "PaddleJob",
 WORKLOAD_OBJECT_KINDS = frozenset(
     {(kind, "kubeflow.org") for kind in KUBEFLOW_V1_KINDS}
     | {("TrainJob", "trainer.kubeflow.org"), ("JobSet", "jobset.x-k8s.io"), ("Workload", "kueue.x-k8s.io")}
+    | {("Job", VOLCANO_GROUP)}
 )
+# Volcano Job phases (status.state.phase, volcano-sh/apis batch/v1alpha1): the ended ones and what
+# they mean; every other known phase is a job that has not ended. Terminated: stopped by Volcano
+# itself for "internal factors" (a TerminateJob policy on PodFailed, ...); Aborted: stopped for
+# "external factors" (a user's `vcctl job suspend`), as scancel.
+VOLCANO_ENDED = {"Completed": "COMPLETED", "Failed": "FAILED", "Terminated": "FAILED", "Aborted": "CANCELLED"}
+VOLCANO_NOT_ENDED = frozenset({"Pending", "Running", "Restarting", "Completing", "Terminating", "Aborting"})
+_GO_DURATION = re.compile(r"(\d+(?:\.\d+)?)(h|ms|us|µs|ns|m|s)")
+_GO_UNITS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9}
 SKIP_NOT_ADMITTED = (
     "not started yet: a workload object without a start (Kueue: not admitted; a later extract carries it)"
 )
@@ -250,9 +265,11 @@ class _Object:
     state: str
     start: datetime | None
     end: datetime | None
-    gpu: int
+    gpu: int | None  # None: unknown (a Volcano Job printed without its tasks)
     cpu: Decimal | None
     equiv: Decimal
+    submit: datetime | None = None  # metadata.creationTimestamp (a Volcano Job may lack it: null)
+    has_submit: bool = True  # False: submit_time is unknown (null), whatever ``submit`` says
 
 
 @dataclass
@@ -335,10 +352,15 @@ class _Parse:
                 self.reject(raw.line, str(exc), raw.obj)
             except _Skip as exc:
                 self.skip(str(exc))
-        items, superseded = _latest_snapshots(items)
+        items, superseded, filled = _latest_snapshots(items)
         if superseded:
             self.notes.append(
                 f"{_n(superseded, 'older snapshot')} of an object folded into its latest snapshot"
+            )
+        if filled:
+            self.notes.append(
+                f"{_n(filled, 'latest snapshot')} printed without its spec or status.conditions took them "
+                "from an older snapshot of the same object"
             )
         return items
 
@@ -355,8 +377,12 @@ class _Parse:
         }
         objects: dict[tuple, _Object] = {}
         for item in (i for i in items if i.kind == "Object"):
-            try:
-                parsed = _parse_object(item, present_uids)
+            try:  # a Volcano Job is the one object of kind Job here (batch/v1 Jobs are items of their own)
+                parsed = (
+                    _parse_volcano(item)
+                    if item.obj.get("kind") == "Job"
+                    else _parse_object(item, present_uids)
+                )
             except _Reject as exc:
                 self.reject(item.line, str(exc), item.obj)
                 continue
@@ -510,7 +536,7 @@ def _load(text: str, source_file: str) -> tuple[list[_Raw], str | None, list[str
             if not isinstance(items, list):
                 raise InputError(source_file, f"'items' is {_type(items)}, not a list")
             list_kind = document.get("kind") if isinstance(document.get("kind"), str) else None
-            notes = [] if items else ["the list holds no items"]
+            notes = ([] if items else ["the list holds no items"]) + _kindless_note(int(list_kind is None))
             return [_Raw(i + 1, obj) for i, obj in enumerate(items)], list_kind, notes
         if "kind" in document or ("type" in document and "object" in document):
             return [_Raw(1, document)], None, []
@@ -528,6 +554,7 @@ def _load_yaml(text: str, source_file: str) -> tuple[list[_Raw], str | None, lis
 
     raws: list[_Raw] = []
     list_kinds: set[str] = set()
+    kindless = 0  # Lists without a kind
     try:
         for document in yaml.load_all(text, Loader=_yaml_loader()):
             if document is None:
@@ -539,12 +566,14 @@ def _load_yaml(text: str, source_file: str) -> tuple[list[_Raw], str | None, lis
                 raise InputError(
                     source_file, f"expected a JSON list or a Kubernetes List object, got {_type(document)}"
                 )
-            if "items" in document and "kind" in document:
+            if "items" in document:  # a List; older kubectl and cut excerpts print it without kind
                 items = document["items"] or []
                 if not isinstance(items, list):
                     raise InputError(source_file, f"'items' is {_type(items)}, not a list")
                 if isinstance(document.get("kind"), str):
                     list_kinds.add(document["kind"])
+                else:
+                    kindless += 1
                 raws += [_Raw(len(raws) + 1, obj) for obj in items]
             else:
                 raws.append(_Raw(len(raws) + 1, document))
@@ -555,8 +584,17 @@ def _load_yaml(text: str, source_file: str) -> tuple[list[_Raw], str | None, lis
         raise InputError(source_file, f"neither JSON nor YAML: {problem}", line) from exc
     if not raws:
         raise InputError(source_file, "no Kubernetes objects in the YAML")
-    list_kind = next(iter(list_kinds)) if len(list_kinds) == 1 else None
-    return raws, list_kind, ["read as YAML"]
+    list_kind = next(iter(list_kinds)) if len(list_kinds) == 1 and not kindless else None
+    return raws, list_kind, ["read as YAML", *_kindless_note(kindless)]
+
+
+def _kindless_note(lists: int) -> list[str]:
+    return (
+        [f"{_n(lists, 'List')} without a kind (older kubectl, or an excerpt cut before `kind: List`): "
+         "read as a list of its items"]
+        if lists
+        else []
+    )  # fmt: skip
 
 
 def _yaml_loader():
@@ -646,11 +684,12 @@ def _item(raw: _Raw, list_kind: str | None) -> _Item:
     raise _Skip(f"not a job object: kind {kind}" + (f" ({group})" if group else ""))
 
 
-def _latest_snapshots(items: list[_Item]) -> tuple[list[_Item], int]:
-    """Keep the latest snapshot of each object (highest resourceVersion, else the last)."""
+def _latest_snapshots(items: list[_Item]) -> tuple[list[_Item], int, int]:
+    """Keep the latest snapshot of each object (highest resourceVersion, else the last); also how
+    many were superseded, and how many kept ones took a part from an older one (:func:`_fill_from`)."""
     latest: dict[tuple, int] = {}
     kept: list[_Item | None] = []
-    superseded = 0
+    superseded = filled = 0
     for item in items:
         meta = item.obj.get("metadata")
         if not isinstance(meta, dict) or not isinstance(meta.get("name"), str):
@@ -669,11 +708,34 @@ def _latest_snapshots(items: list[_Item]) -> tuple[list[_Item], int]:
         index = latest[identity]
         previous = kept[index]
         assert previous is not None  # ``latest`` points at the kept item of each identity
-        if _version(item.obj) >= _version(previous.obj):
+        newer, older = (item, previous) if _version(item.obj) >= _version(previous.obj) else (previous, item)
+        filled += _fill_from(newer, older)
+        if newer is item:
             kept[index] = None
             latest[identity] = len(kept)
             kept.append(item)
-    return [i for i in kept if i is not None], superseded
+    return [i for i in kept if i is not None], superseded, filled
+
+
+def _fill_from(newer: _Item, older: _Item) -> bool:
+    """A snapshot printed without its ``spec`` or its ``status.conditions`` (an excerpt: the Volcano
+    docs show a Completed job as its state alone) takes them from an older snapshot of the same
+    object: a job's spec does not change, and the conditions it had are its history."""
+    obj, old = newer.obj, older.obj
+    took = False
+    if not isinstance(obj.get("spec"), dict) and isinstance(old.get("spec"), dict):
+        newer.obj = obj = {**obj, "spec": old["spec"]}
+        took = True
+    status, old_status = obj.get("status"), old.get("status")
+    if (
+        isinstance(status, dict)
+        and isinstance(old_status, dict)
+        and "conditions" not in status
+        and isinstance(old_status.get("conditions"), list)
+    ):
+        newer.obj = {**obj, "status": {**status, "conditions": old_status["conditions"]}}
+        took = True
+    return took
 
 
 def _version(obj: dict) -> int:
@@ -684,7 +746,9 @@ def _version(obj: dict) -> int:
 # --- one object ----------------------------------------------------------------------------
 
 
-def _meta(obj: dict) -> _Meta:
+def _meta(obj: dict, created_fallback: datetime | None = None) -> _Meta:
+    """The object's metadata, checked; ``created_fallback`` stands for a creationTimestamp that
+    the input leaves out (a Volcano Job printed with its metadata elided)."""
     meta = obj.get("metadata")
     if not isinstance(meta, dict):
         raise _Reject("metadata missing")
@@ -694,9 +758,9 @@ def _meta(obj: dict) -> _Meta:
     namespace = meta.get("namespace") or "default"
     if not isinstance(namespace, str):
         raise _Reject(f"metadata.namespace is {_type(namespace)}")
-    if meta.get("creationTimestamp") is None:
+    if meta.get("creationTimestamp") is None and created_fallback is None:
         raise _Reject("metadata.creationTimestamp missing")
-    created = _ts(meta.get("creationTimestamp"), "metadata.creationTimestamp")
+    created = _ts(meta.get("creationTimestamp"), "metadata.creationTimestamp") or created_fallback
     if created is None:
         raise _Reject("metadata.creationTimestamp is the zero time")
     uid = meta.get("uid")
@@ -908,12 +972,9 @@ def _pod_owner(obj: dict) -> tuple[str, str, str, str | None] | None:
         kind, name, uid = owner.get("kind"), owner.get("name"), owner.get("uid")
         if not isinstance(kind, str) or not isinstance(name, str) or not name:
             continue
-        uid = uid if isinstance(uid, str) and uid else None
-        api = owner.get("apiVersion")
-        if kind == "Job" and (api is None or (isinstance(api, str) and api.startswith("batch/"))):
-            return ("Job", namespace, name, uid)
-        if kind in WORKLOAD_OWNER_KINDS:
-            return ("workload", namespace, name, uid)
+        family = _owner_family(kind, owner.get("apiVersion"))
+        if family is not None:
+            return (family, namespace, name, uid if isinstance(uid, str) and uid else None)
     labels = meta.get("labels")
     if not isinstance(labels, dict):
         labels = {}
@@ -928,6 +989,17 @@ def _pod_owner(obj: dict) -> tuple[str, str, str, str | None] | None:
                 (labels[u] for u in JOB_UID_LABELS if isinstance(labels.get(u), str) and labels[u]), None
             )
             return ("Job", namespace, labels[label], uid)
+    return None
+
+
+def _owner_family(kind: str, api: Any) -> str | None:
+    """What a pod's owner reference of ``kind`` and ``api`` makes it part of: a batch ``Job``, a
+    ``workload`` (a training job, a Volcano Job), or nothing we fold pods into."""
+    version = api if isinstance(api, str) else ""
+    if kind == "Job" and (api is None or version.startswith("batch/")):
+        return "Job"
+    if kind in WORKLOAD_OWNER_KINDS or (kind == "Job" and version.startswith(VOLCANO_GROUP + "/")):
+        return "workload"
     return None
 
 
@@ -1225,49 +1297,87 @@ def _parse_object(item: _Item, present_uids: set) -> _Object:
         raise _Reject(f"malformed {kind}: {exc}") from exc
 
 
+def _parse_volcano(item: _Item) -> _Object:
+    """A Volcano Job (``batch.volcano.sh``): size from its tasks (:func:`_object_resources`), state
+    from ``status.state.phase`` (:data:`VOLCANO_ENDED`; Pending/Running/Restarting/Completing/
+    Terminating/Aborting -> RUNNING; Pending that never ran, or no status -> skipped as not started).
+
+    Times: submit = ``creationTimestamp``, else the first ``status.conditions`` transition (Volcano
+    records each phase there: the first is the job's Pending on creation), else unknown (null);
+    ``status.runningDuration`` before an ended state's transition (it counts from creation), else
+    unknown (null); start = the first Running transition, else the state's own transition while
+    Running, else unknown; end = the state's transition once ended. Without ``spec.tasks`` (an
+    excerpt) the size is unknown (null GPUs and CPUs)."""
+    obj = item.obj
+    try:
+        phase, since, first, start = _volcano_times(_dict(obj.get("status"), "status"))
+        if phase is None:  # no status: a manifest, or a job the controller has not seen yet
+            raise _Skip(SKIP_NOT_ADMITTED)
+        meta = _meta(obj, first or start or since)
+        spec = _dict(obj.get("spec"), "spec")
+        gpu: int | None
+        gpu, cpu, equiv = _object_resources("Job", spec) if "tasks" in spec else (None, None, Decimal(0))
+    except (TypeError, ValueError, AttributeError, KeyError) as exc:
+        raise _Reject(f"malformed Volcano Job: {exc}") from exc
+    if phase in VOLCANO_ENDED:
+        result, end = VOLCANO_ENDED[str(phase)], since
+    elif meta.deleted is not None:
+        result, end = "CANCELLED", meta.deleted
+    elif phase in VOLCANO_NOT_ENDED and (start is not None or phase != "Pending"):
+        result, end = "RUNNING", None
+    elif phase == "Pending":
+        raise _Skip(SKIP_NOT_ADMITTED)
+    else:
+        raise _Reject(f"unknown Volcano Job phase {phase!r} (status.state.phase)")
+    has_submit = isinstance(obj["metadata"].get("creationTimestamp"), str) or first is not None
+    return _Object(
+        item.line, "Job", meta, meta.uid, result, start, end, gpu, cpu, equiv,
+        submit=meta.created, has_submit=has_submit,
+    )  # fmt: skip
+
+
+def _volcano_times(status: dict) -> tuple[Any, datetime | None, datetime | None, datetime | None]:
+    """(phase, the state's transition, the first recorded transition, the start) of a Volcano Job."""
+    state = _dict(status.get("state"), "status.state")
+    phase = state.get("phase")
+    since = _ts(state.get("lastTransitionTime"), "status.state.lastTransitionTime")
+    history = [
+        (str(c.get("status")), _ts(c.get("lastTransitionTime"), "status.conditions[].lastTransitionTime"))
+        for c in _list(status.get("conditions"), "status.conditions")
+        if isinstance(c, dict)
+    ]
+    first = min((t for _, t in history if t is not None), default=None)
+    start = min((t for phase_, t in history if phase_ == "Running" and t is not None), default=None)
+    if start is None and phase == "Running":
+        start = since
+    # runningDuration counts from the job's creation (Volcano's controller: time since
+    # creationTimestamp), so it gives the creation time of an ended job printed without its history
+    ran = _go_duration(status.get("runningDuration"))
+    if first is None and phase in VOLCANO_ENDED and since is not None and ran is not None:
+        first = since - timedelta(seconds=ran)
+    return phase, since, first, start
+
+
+def _go_duration(value: Any) -> float | None:
+    """Seconds of a Go duration string (``1m49s``, ``2h3m4.5s``, ``750ms``); None when absent or not one."""
+    if not isinstance(value, str) or not value:
+        return None
+    parts = _GO_DURATION.findall(value)
+    if not parts or "".join(n + u for n, u in parts) != value:
+        return None
+    return sum(float(n) * _GO_UNITS[u] for n, u in parts)
+
+
 def _object_resources(kind: str, spec: dict) -> tuple[int, Decimal | None, Decimal]:
     """(GPU devices, cpu cores, GPU-equivalents) a workload object asks for in all."""
-    parts: list[tuple[int, dict]] = []  # (pods, pod spec)
-    if kind == "Workload":
-        for index, pod_set in enumerate(_list(spec.get("podSets"), "spec.podSets")):
-            pod_set = _dict(pod_set, f"spec.podSets[{index}]")
-            template = _dict(pod_set.get("template"), f"spec.podSets[{index}].template")
-            parts.append(
-                (
-                    _count(pod_set.get("count"), "podSets.count", default=1),
-                    _dict(template.get("spec"), "template.spec"),
-                )
-            )
-    elif kind == "JobSet":
-        for index, replicated in enumerate(_list(spec.get("replicatedJobs"), "spec.replicatedJobs")):
-            replicated = _dict(replicated, f"spec.replicatedJobs[{index}]")
-            job_spec = _dict(_dict(replicated.get("template"), "template").get("spec"), "template.spec")
-            pod_spec = _dict(
-                _dict(job_spec.get("template"), "template.spec.template").get("spec"), "pod spec"
-            )
-            replicas = _count(replicated.get("replicas"), "replicatedJobs.replicas", default=1)
-            parallelism = _count(job_spec.get("parallelism"), "parallelism", default=1)
-            parts.append((replicas * parallelism, pod_spec))
-    elif kind == "TrainJob":
+    if kind == "TrainJob":
         trainer = _dict(spec.get("trainer"), "spec.trainer")
         nodes = _count(trainer.get("numNodes"), "spec.trainer.numNodes", default=1)
         gpu, cpu, equiv = _resource_list(
             _dict(trainer.get("resourcesPerNode"), "resourcesPerNode"), "spec.trainer"
         )
         return gpu * nodes, None if cpu is None else cpu * nodes, equiv * nodes
-    else:  # Kubeflow v1: spec.pytorchReplicaSpecs / tfReplicaSpecs / mpiReplicaSpecs / ...
-        for key, roles in spec.items():
-            if not key.endswith("ReplicaSpecs"):
-                continue
-            for role, replica in _dict(roles, f"spec.{key}").items():
-                replica = _dict(replica, f"spec.{key}.{role}")
-                template = _dict(replica.get("template"), f"spec.{key}.{role}.template")
-                parts.append(
-                    (
-                        _count(replica.get("replicas"), f"{role}.replicas", default=1),
-                        _dict(template.get("spec"), "template.spec"),
-                    )
-                )
+    parts = _POD_TEMPLATES.get(kind, _kubeflow_templates)(spec)
     gpu, cpu, equiv = 0, None, Decimal(0)
     for pods, pod_spec in parts:
         g, c, e = _pod_resources(pod_spec)
@@ -1275,6 +1385,70 @@ def _object_resources(kind: str, spec: dict) -> tuple[int, Decimal | None, Decim
         cpu = _add(cpu, None if c is None else c * pods)
         equiv += pods * e
     return gpu, cpu, equiv
+
+
+def _workload_templates(spec: dict) -> list[tuple[int, dict]]:
+    """Kueue Workload: (``podSets[].count``, the pod set's template spec)."""
+    parts = []
+    for index, pod_set in enumerate(_list(spec.get("podSets"), "spec.podSets")):
+        pod_set = _dict(pod_set, f"spec.podSets[{index}]")
+        template = _dict(pod_set.get("template"), f"spec.podSets[{index}].template")
+        parts.append(
+            (
+                _count(pod_set.get("count"), "podSets.count", default=1),
+                _dict(template.get("spec"), "template.spec"),
+            )
+        )
+    return parts
+
+
+def _jobset_templates(spec: dict) -> list[tuple[int, dict]]:
+    """JobSet: (``replicatedJobs[].replicas`` x the Job's ``parallelism``, the Job's pod template spec)."""
+    parts = []
+    for index, replicated in enumerate(_list(spec.get("replicatedJobs"), "spec.replicatedJobs")):
+        replicated = _dict(replicated, f"spec.replicatedJobs[{index}]")
+        job_spec = _dict(_dict(replicated.get("template"), "template").get("spec"), "template.spec")
+        pod_spec = _dict(_dict(job_spec.get("template"), "template.spec.template").get("spec"), "pod spec")
+        replicas = _count(replicated.get("replicas"), "replicatedJobs.replicas", default=1)
+        parallelism = _count(job_spec.get("parallelism"), "parallelism", default=1)
+        parts.append((replicas * parallelism, pod_spec))
+    return parts
+
+
+def _volcano_templates(spec: dict) -> list[tuple[int, dict]]:
+    """Volcano Job: (``tasks[].replicas``, the task's pod template spec)."""
+    parts = []
+    for index, task in enumerate(_list(spec.get("tasks"), "spec.tasks")):
+        task = _dict(task, f"spec.tasks[{index}]")
+        template = _dict(task.get("template"), f"spec.tasks[{index}].template")
+        parts.append(
+            (
+                _count(task.get("replicas"), f"spec.tasks[{index}].replicas", default=1),
+                _dict(template.get("spec"), f"spec.tasks[{index}].template.spec"),
+            )
+        )
+    return parts
+
+
+def _kubeflow_templates(spec: dict) -> list[tuple[int, dict]]:
+    """Kubeflow v1: ``spec.<kind>ReplicaSpecs.<role>``: (replicas, the role's pod template spec)."""
+    parts = []
+    for key, roles in spec.items():
+        if not key.endswith("ReplicaSpecs"):
+            continue
+        for role, replica in _dict(roles, f"spec.{key}").items():
+            replica = _dict(replica, f"spec.{key}.{role}")
+            template = _dict(replica.get("template"), f"spec.{key}.{role}.template")
+            parts.append(
+                (
+                    _count(replica.get("replicas"), f"{role}.replicas", default=1),
+                    _dict(template.get("spec"), "template.spec"),
+                )
+            )
+    return parts
+
+
+_POD_TEMPLATES = {"Workload": _workload_templates, "JobSet": _jobset_templates, "Job": _volcano_templates}
 
 
 def _object_row(obj: _Object, cluster: str, source_file: str, classifier) -> dict[str, Any]:
@@ -1288,13 +1462,13 @@ def _object_row(obj: _Object, cluster: str, source_file: str, classifier) -> dic
         "job_id": obj.job_id or f"{meta.namespace}/{meta.name}",
         "job_name": meta.name,
         "user": user,
-        "job_type": classifier.classify(meta.name, meta.namespace, meta.labels, obj.gpu),
+        "job_type": classifier.classify(meta.name, meta.namespace, meta.labels, obj.gpu or 0),
         "state": obj.state,
-        "submit_time": meta.created,
+        "submit_time": (obj.submit or meta.created) if obj.has_submit else None,
         "start_time": obj.start,
         "end_time": obj.end if obj.state != "RUNNING" else None,
         "gpu_num": obj.gpu,
-        "gpu_share": _share(obj.gpu, obj.equiv),
+        "gpu_share": None if obj.gpu is None else _share(obj.gpu, obj.equiv),
         "cpu_num": None if obj.cpu is None else math.ceil(obj.cpu),
         "node_num": None,
         "node_list": None,

@@ -9,8 +9,9 @@ output (a trailing '|' on every line) is accepted too, and so is another ``--del
 (``delimiter=``, any string). When a header is present it wins over ``fields`` (a note says so
 if they differ); a header written as a comment (``#jobid|state…``) is read as one. Required
 fields: JobID, State and a time (Start, End or Submit; in practice Start and End, or one of them
-with Elapsed); a header or field list without them raises :class:`SchemaDriftError` naming the
-missing ones and where to add them. Without Submit, submit and queue times are null (a note
+with Elapsed; or, with ``day``, Elapsed alone); a header or field list without them raises
+:class:`SchemaDriftError` naming the missing ones and where to add them (and ``--day`` when the
+export has Elapsed). Without Submit, submit and queue times are null (a note
 says so); without End, End = Start + Elapsed for jobs that ended; without Start,
 Start = End − Elapsed. Empty input raises ``InputError("empty")``;
 no header and no ``fields`` raises :class:`InputError`. A header with no data lines is valid
@@ -68,7 +69,8 @@ A wall-clock time in the repeated hour when ``tz`` leaves summer time is ambiguo
 as summer time, and one in the skipped spring hour is shifted forward; a note counts either.
 Elapsed (``1-02:03:04``, ``02:03:04``, ``03:04.123``; or ElapsedRaw seconds) is kept as
 ``source_duration_s``. A job that ended with ``End=Unknown`` gets End = Start + Elapsed (noted).
-A job line with no time at all (Submit, Start and End empty) is rejected.
+A job line with no time at all (Submit, Start and End empty) is rejected, unless ``day`` is given
+and it has an Elapsed (see "Days").
 
 Resources
 ---------
@@ -77,8 +79,8 @@ started): the untyped ``gres/gpu=N`` when present, else the sum of the typed
 ``gres/gpu:TYPE=N`` entries, never both (sacct prints both for typed requests). A TRES
 without any ``gres/gpu`` entry means 0 GPUs; no TRES at all (field absent or empty on the
 job and its steps) means null, and such jobs are classified as if they had no GPU. ``cpu_num``
-is NCPUS (or the TRES ``cpu=`` when NCPUS is absent or 0), ``node_num`` NNodes (or TRES
-``node=``), ``node_list`` NodeList as printed (``None assigned`` -> null). ExitCode
+is NCPUS (AllocCPUS when the export names it so; or the TRES ``cpu=`` when NCPUS is absent or
+0), ``node_num`` NNodes (or TRES ``node=``), ``node_list`` NodeList as printed (``None assigned`` -> null). ExitCode
 ``code:signal`` -> ``exit_code`` = code (``0:9``, killed by signal 9, gives 0; the canonical
 record has one exit column).
 
@@ -90,9 +92,11 @@ job line's physical 1-based line number.
 Days
 ----
 A sacct window extract contains jobs submitted before the day that ran or ended in it; they
-are state updates for those jobs, so all are kept: ``day`` is accepted for a uniform parser
-signature and ignored, ``skipped_other_days`` is always 0. The day only shapes the live
-command (:func:`sacct_command`).
+are state updates for those jobs, so all are kept: ``skipped_other_days`` is always 0. The day
+shapes the live command (:func:`sacct_command`), and it is what an export whose only time is
+Elapsed (seff-style: no Submit, Start or End) needs: with ``day`` such a job is a row with submit,
+start and end null, ``run_s`` = Elapsed once ended, and the ingest files it under that day
+(:func:`acme.jobs.ingest.publish_jobs`); without ``day`` the field list is refused.
 
 Encoding
 --------
@@ -181,6 +185,10 @@ TIME_FIELDS: tuple[str, ...] = ("Start", "End", "Submit")
 SKIP_PENDING = "pending (has not started; a later extract carries the job once it runs)"
 SKIP_SUPERSEDED = "superseded by a later line of the same job (sacct --duplicates or concatenated extracts)"
 SKIP_COMMENT = "comment line (starts with #)"
+ELAPSED_ONLY_HINT = (
+    ", or, for an export whose only time is Elapsed (seff-style), give the UTC day its jobs belong to "
+    "with --day: they are stored with unknown (null) times"
+)
 
 # sacct --state for the live window: every state except PENDING (PD). With -S/-E, sacct
 # selects the jobs that were in one of these states during the window: jobs that ran, ended
@@ -361,14 +369,13 @@ def parse_sacct(
     delimiter: str = "|",
 ) -> ParseResult:
     """Parse sacct output into canonical jobs and rejects (see the module docstring)."""
-    del day  # kept for a uniform parser signature; see "Days" in the module docstring
     lines = text.split("\n")
 
     def read_lines() -> Iterator[tuple[int, str, int]]:
         return ((number, line, 0) for number, line in enumerate(lines, 1))
 
     with _gc_paused():
-        result = _parse(read_lines, cluster, source_file, fields, classifier, tz, delimiter)
+        result = _parse(read_lines, cluster, source_file, fields, classifier, tz, delimiter, day=day)
     assert isinstance(result, ParseResult)  # no on_jobs: the rows are returned
     return result
 
@@ -400,7 +407,6 @@ def parse_sacct_file(
     With ``on_jobs``, the canonical rows go to it in batches of up to ``BUILD_CHUNK_JOBS`` (a job
     id seen twice comes in the batch of its last line) and a :class:`ParseSummary` is returned.
     """
-    del day
     name = source_file or str(path)
     check_input_size(path, name)
     try:
@@ -418,7 +424,7 @@ def parse_sacct_file(
 
         with _gc_paused():
             return _parse(
-                read_lines, cluster, name, fields, classifier, tz, delimiter, max_line_bytes, on_jobs
+                read_lines, cluster, name, fields, classifier, tz, delimiter, max_line_bytes, on_jobs, day=day
             )
 
 
@@ -485,6 +491,8 @@ def _parse(
     delimiter: str,
     max_line_bytes: int = 0,
     on_jobs: Callable[[pd.DataFrame], None] | None = None,
+    *,
+    day: date | None = None,
 ) -> ParseResult | ParseSummary:
     """Two passes over ``read_lines()`` -- (physical line number, text without its \\n, byte length
     if above the limit else 0) -- so that job lines are never all held at once:
@@ -504,16 +512,16 @@ def _parse(
         raise ConfigError("sacct delimiter must not be empty")
     zone_name = _zone(tz).key
     notes: list[str] = []
-    layout = _read_layout(read_lines, fields, delimiter, source_file, notes)
+    layout = _read_layout(read_lines, fields, delimiter, source_file, notes, day)
     if classifier is None:
         from acme.jobs.classify import load_classifier
 
         classifier = load_classifier()
     classify = _line_classifier(layout, max_line_bytes)
     index = _index_lines(layout.data_lines(read_lines), classify)
-    build = _Build(layout, index, cluster, source_file, zone_name, classifier, on_jobs)
+    build = _Build(layout, index, cluster, source_file, zone_name, classifier, on_jobs, day)
     build.run(layout.data_lines(read_lines), classify)
-    notes += _parse_notes(layout.col, build, zone_name)
+    notes += _parse_notes(layout.col, build, zone_name, day)
     build.rejects.sort(key=lambda r: r["source_line"])
     if on_jobs is not None:
         return ParseSummary(
@@ -562,8 +570,10 @@ def _read_layout(
     delimiter: str,
     source_file: str,
     notes: list[str],
+    day: date | None = None,
 ) -> _Layout:
-    """The header (or the given field list) and where data starts; the required fields checked."""
+    """The header (or the given field list) and where data starts; the required fields checked
+    (an export whose only time is Elapsed needs ``day``)."""
     first = next(
         (
             (no, raw.lstrip().lstrip("#") if raw.lstrip()[:1] == "#" else raw, long)
@@ -585,14 +595,14 @@ def _read_layout(
     # without a header, data (and comment lines, counted as skipped) start at the first line that is not blank
     first_text = next((no for no, raw, _ in read_lines() if raw.strip()), first[0])
     data_from = first[0] + 1 if header_consumed else min(first[0], first_text)
-    missing = _missing_required(header)
+    missing = _missing_required(header, elapsed_only_ok=day is not None)
     if missing:
         what = "header line" if from_header else "field list"
         flag = "sacct --format" if from_header else "--fields (or clusters.yaml jobs.fields)"
         raise SchemaDriftError(
             source_file,
             f"the {what} lacks the required field(s) {', '.join(missing)} (it has: {', '.join(header)}); "
-            f"add them to {flag}",
+            f"add them to {flag}" + (ELAPSED_ONLY_HINT if _has_elapsed(header) else ""),
         )
     names = [_field_key(f) for f in header]
     col: dict[str, int] = {}
@@ -685,10 +695,10 @@ class _Build:
 
     def __init__(
         self, layout: _Layout, index: _Index, cluster: str, source_file: str, zone_name: str,
-        classifier: Any, on_jobs: Callable[[pd.DataFrame], None] | None,
+        classifier: Any, on_jobs: Callable[[pd.DataFrame], None] | None, day: date | None = None,
     ) -> None:  # fmt: skip
         self.layout, self.index, self.cluster, self.source_file = layout, index, cluster, source_file
-        self.zone_name, self.classifier, self.on_jobs = zone_name, classifier, on_jobs
+        self.zone_name, self.classifier, self.on_jobs, self.day = zone_name, classifier, on_jobs, day
         self.rejects: list[dict[str, Any]] = []
         self.skipped: dict[str, int] = {}
         self.rows_in = self.rows_ok = self.batches = 0
@@ -760,7 +770,7 @@ class _Build:
             job.steps += [(step, raw) for _, step, raw in early_steps.get(base, ())]
         frame, job_rejects = _build_jobs(
             jobs, self.layout.split, self.layout.col, self.cluster, self.source_file, self.zone_name,
-            self.classifier, self.time_notes, self.skipped,
+            self.classifier, self.time_notes, self.skipped, day_known=self.day is not None,
         )  # fmt: skip
         self.rejects.extend(job_rejects)
         self.batches += 1
@@ -771,9 +781,15 @@ class _Build:
             self.on_jobs(frame)
 
 
-def _parse_notes(col: dict[str, int], build: _Build, zone_name: str) -> list[str]:
+def _parse_notes(col: dict[str, int], build: _Build, zone_name: str, day: date | None = None) -> list[str]:
     """What the operator should know about the input: missing fields, replaced bytes, skips, times."""
     notes = []
+    if build.time_notes.get(("all", "unknown")):
+        notes.append(
+            f"{build.time_notes[('all', 'unknown')]} job(s) with Elapsed as their only time (no Submit, Start "
+            f"or End): stored with submit, start and end unknown (null), run_s = Elapsed, filed under --day "
+            f"{day}; the report counts them on that day and leaves them out of queueing statistics"
+        )
     if build.bad_utf8_lines[0]:
         notes.append(
             f"{build.bad_utf8_lines[0]} line(s) contain U+FFFD: bytes that were not UTF-8 were replaced "
@@ -788,9 +804,9 @@ def _parse_notes(col: dict[str, int], build: _Build, zone_name: str) -> list[str
         )
     if "user" not in col:
         notes.append("no User field: user is null")
-    if "end" not in col and ("elapsed" in col or "elapsedraw" in col):
+    if "end" not in col and "start" in col and ("elapsed" in col or "elapsedraw" in col):
         notes.append("no End field: End = Start + Elapsed for jobs that ended")
-    elif "start" not in col and ("elapsed" in col or "elapsedraw" in col):
+    elif "start" not in col and "end" in col and ("elapsed" in col or "elapsedraw" in col):
         notes.append("no Start field: Start = End − Elapsed")
     for reason, count in sorted(build.skipped.items()):
         notes.append(f"{count} skipped: {reason}")
@@ -861,12 +877,18 @@ def _field_key(name: str) -> str:
     return name.strip().split("%", 1)[0].lower()
 
 
-def _missing_required(names: Sequence[str]) -> list[str]:
+def _missing_required(names: Sequence[str], *, elapsed_only_ok: bool = False) -> list[str]:
+    """The required fields ``names`` lacks; with ``elapsed_only_ok`` (a day to file the jobs under
+    is known) Elapsed alone is a time, as in seff-style exports."""
     have = {_field_key(n) for n in names}
     missing = [r for r in REQUIRED_FIELDS if r.lower() not in have]
-    if not have & {t.lower() for t in TIME_FIELDS}:
+    if not have & {t.lower() for t in TIME_FIELDS} and not (elapsed_only_ok and _has_elapsed(names)):
         missing.append("Start and End (or Start with Elapsed)")
     return missing
+
+
+def _has_elapsed(names: Sequence[str]) -> bool:
+    return bool({_field_key(n) for n in names} & {"elapsed", "elapsedraw"})
 
 
 def _zone(tz: str) -> ZoneInfo:
@@ -903,13 +925,16 @@ def _build_jobs(
     classifier: JobTypeClassifier,
     time_notes: dict[tuple[str, str], int],
     skipped: dict[str, int],
+    *,
+    day_known: bool = False,
 ) -> tuple[pd.DataFrame, list[dict[str, Any]]]:
     """Canonical frame of the job lines that parse, and rejects for those that do not.
 
     ``split`` gives a line's fields; ``time_notes`` counts times in a change of UTC offset;
-    ``skipped`` counts job lines that are not job records (PENDING).
+    ``skipped`` counts job lines that are not job records (PENDING). With ``day_known`` a job line
+    whose only time is Elapsed is a job with unknown times (filed under the input's day).
     """
-    batch = _Batch(items, split, col, zone_name, time_notes)
+    batch = _Batch(items, split, col, zone_name, time_notes, day_known=day_known)
     out: dict[str, list[Any]] = {name: [] for name in JOB_COLUMNS}
     keep: list[int] = []
     rejects: list[dict[str, Any]] = []
@@ -959,7 +984,7 @@ class _Batch:
 
     def __init__(
         self, items: list[tuple[str, _Job]], split: Any, col: dict[str, int], zone_name: str,
-        time_notes: dict[tuple[str, str], int],
+        time_notes: dict[tuple[str, str], int], *, day_known: bool = False,
     ) -> None:  # fmt: skip
         import numpy as np
 
@@ -981,8 +1006,20 @@ class _Batch:
         if "elapsed" in col or "elapsedraw" in col:
             self._times_from_elapsed(col, time_notes)
         self.no_time = np.isnat(self.submit) & np.isnat(self.start) & np.isnat(self.end)
+        # Elapsed is the only time (a seff-style export): with a day to file it under, the job is
+        # stored with its times unknown (null) and run_s = Elapsed, instead of being rejected
+        self.times_unknown = (
+            self.no_time & day_known & np.array([e[0] is not None for e in self.elapsed], bool)
+        )
+        if self.times_unknown.any():
+            time_notes[("all", "unknown")] = time_notes.get(("all", "unknown"), 0) + int(
+                self.times_unknown.sum()
+            )
         self.nnodes = _cached(column("nnodes"), lambda v: _parse_count(v, "NNodes"))
-        self.ncpus = _cached(column("ncpus"), lambda v: _parse_count(v, "NCPUS"))
+        # AllocCPUS is sacct's other name of NCPUS ("Count of allocated CPUs. Equivalent to NCPUS")
+        self.ncpus = _cached(
+            column("ncpus" if "ncpus" in col else "alloccpus"), lambda v: _parse_count(v, "NCPUS")
+        )
         self.exits = _cached(column("exitcode"), _parse_exit)
         self.alloc = _cached(column("alloctres"), _parse_tres)
         self.raw_req = column("reqtres")  # the request only counts where nothing was allocated
@@ -1030,7 +1067,7 @@ class _Batch:
         tres = alloc_tres if alloc_tres is not None else req_tres  # allocated, else the request
         values = (node_num, cpu_num, exit_code, tres, seconds)
         start_bad, end_bad = self.start_bad[k], self.end_bad[k]
-        no_time = self.no_time[k] and not (start_bad or end_bad)
+        no_time = self.no_time[k] and not (start_bad or end_bad or self.times_unknown[k])
         state_error = self.states[k][1]
         if not (state_error or self.submit_bad[k] or no_time or start_bad or end_bad or elapsed_error
                 or nodes_error or cpus_error or exit_error or alloc_error or req_error):  # fmt: skip
@@ -1077,8 +1114,14 @@ def _batch_frame(
     rows = np.asarray(keep, dtype=np.int64)
     for name, values in (("submit_time", batch.submit), ("start_time", batch.start), ("end_time", batch.end)):
         out[name] = pd.Series(values[rows]).dt.tz_localize("UTC")
-    for name in ("state_group", "queue_s", "run_s", "gpu_share", "gpu_time", "source_gpu_time"):
+    for name in ("state_group", "queue_s", "gpu_share", "gpu_time", "source_gpu_time"):
         out[name] = [None] * n
+    # no time at all (an Elapsed-only export filed under --day): the run time is Elapsed, once ended
+    unknown = batch.times_unknown[rows] if n else []
+    out["run_s"] = [
+        seconds if gone and state != "RUNNING" else None
+        for gone, state, seconds in zip(unknown, out["state"], out["source_duration_s"], strict=True)
+    ]
     frame = pd.DataFrame({name: out[name] for name in JOB_COLUMNS})
     return finish_jobs_frame(frame)
 

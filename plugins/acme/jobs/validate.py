@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from datetime import date
 from typing import TYPE_CHECKING, Any
 
 from acme.errors import SchemaDriftError
@@ -73,13 +74,18 @@ def validate_jobs(jobs: pd.DataFrame, *, layout: str, source_file: str) -> Valid
     return ValidationOutcome(accepted.reset_index(drop=True), rejected, report)
 
 
-def validate_job_table(table: pa.Table, *, layout: str, source_file: str) -> TableOutcome:
+def validate_job_table(
+    table: pa.Table, *, layout: str, source_file: str, day: date | None = None
+) -> TableOutcome:
     """:func:`validate_jobs` over an Arrow table in the canonical schema (the one data path; text
     columns may be dictionary-encoded, see :func:`acme.jobs.schema.job_schema_drift`).
 
     Only the validated columns become pandas (:func:`_narrow_frame`); the accepted rows are an
     Arrow filter of ``table`` (the table itself when every row passes), and only the rejected
     rows are turned into text.
+
+    ``day``: the input's day (``--day``). A job with no time at all (a sacct export whose only time
+    is Elapsed) is filed under it: its time key is that day and its unknown end is no defect.
     """
     import numpy as np
     import pyarrow as pa
@@ -92,7 +98,7 @@ def validate_job_table(table: pa.Table, *, layout: str, source_file: str) -> Tab
         raise SchemaDriftError(
             source_file, f"parsed job records do not match the canonical schema: {'; '.join(drift)}"
         )
-    reasons, report = _suite(_narrow_frame(table, validated_columns(layout)), layout, source_file)
+    reasons, report = _suite(_narrow_frame(table, validated_columns(layout)), layout, source_file, day)
     bad = sorted(reasons)
     if not bad:
         return TableOutcome(table, _rejected(None, [], reasons, source_file), report)
@@ -126,10 +132,14 @@ def _narrow_frame(table: pa.Table, columns: list[str]) -> pd.DataFrame:
     return narrow.to_pandas(types_mapper=_nullable_ints, split_blocks=True)  # numbers without nulls: no copy
 
 
-def _suite(frame: pd.DataFrame, layout: str, source_file: str) -> tuple[dict[int, list[str]], dict[str, Any]]:
+def _suite(
+    frame: pd.DataFrame, layout: str, source_file: str, day: date | None = None
+) -> tuple[dict[int, list[str]], dict[str, Any]]:
     """Run the suite over the (narrow) frame: the failed reasons per row index, and the report."""
     rules = layout_rules(layout)
-    derived = _with_derived_columns(frame, rules.duration_basis, gpu_num_required="gpu_num" in rules.required)
+    derived = _with_derived_columns(
+        frame, rules.duration_basis, gpu_num_required="gpu_num" in rules.required, day=day
+    )
     results = _run_suite(
         derived, build_job_expectations(layout, list(frame.columns)), suite_name=f"jobs_{layout}"
     )
@@ -282,7 +292,7 @@ _DERIVED = [
 
 
 def _with_derived_columns(
-    jobs: pd.DataFrame, duration_basis: str | None, *, gpu_num_required: bool = True
+    jobs: pd.DataFrame, duration_basis: str | None, *, gpu_num_required: bool = True, day: date | None = None
 ) -> pd.DataFrame:
     """The frame the suite sees: the jobs plus derived columns, shaped for GX's fast paths.
 
@@ -298,6 +308,12 @@ def _with_derived_columns(
     gpus = jobs["gpu_num"].astype("float64")
     held = jobs["gpu_share"].fillna(gpus) if jobs["gpu_share"].notna().any() else gpus
     time_key = time_key_column(jobs) if jobs["submit_time"].hasnans else jobs["submit_time"]
+    filed_by_day = None  # jobs with no time at all, filed under the input's day (their end is unknown)
+    if day is not None and time_key.hasnans:
+        import pandas as pd
+
+        filed_by_day = time_key.isna()
+        time_key = time_key.fillna(pd.Timestamp(day, tz="UTC"))
     if duration_basis == "submit":
         measured = (jobs["end_time"] - jobs["submit_time"]).dt.total_seconds()
     else:
@@ -310,9 +326,11 @@ def _with_derived_columns(
     def zero_if_null(column: pd.Series) -> pd.Series:
         return column.fillna(0.0) if column.hasnans else column  # no copy without nulls
 
+    end_exempt = running if filed_by_day is None else running | filed_by_day.to_numpy()
     derived = jobs.assign(
-        # end_time where the job should have one; a RUNNING job counts as having it.
-        _end_time_unless_running=jobs["end_time"].where(~running, time_key),
+        # end_time where the job should have one; a RUNNING job (or one whose times are all
+        # unknown, filed under the input's day) counts as having it.
+        _end_time_unless_running=jobs["end_time"].where(~end_exempt, time_key),
         # end_time where the job must not have one; null elsewhere.
         _end_time_if_running=jobs["end_time"].where(running),
         _time_key=time_key,

@@ -8,6 +8,7 @@ or ``ACME_METRICS_CATALOG``), not in code. ``load_catalog()`` returns a :class:`
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -25,6 +26,25 @@ DEFAULT_LABELS = {
     # every one present is part of a series' identity (MIG instances and vGPU shares of one GPU)
     "gpu_instance": ("GPU_I_PROFILE", "GPU_I_ID", "vdeviceid", "vdevice_index"),
 }
+
+
+@dataclass(frozen=True)
+class ExporterAlias:
+    """Another exporter's name for a catalog metric (``aliases:`` in the catalog), e.g. node power
+    from gebn/bmc_exporter or a Redfish exporter instead of ipmi_exporter.
+
+    ``sum_over``: a label whose series are parts of the node's value (bmc_exporter's ``psu``): the
+    samples of one node at one time are summed into one (a sample without the label is the whole
+    already). ``match``: label -> regular expression (full match) a series must meet to be the
+    metric (a Redfish PowerControl of the system, not of a subsystem); others are skipped and
+    counted."""
+
+    name: str
+    sum_over: str | None = None
+    match: tuple[tuple[str, re.Pattern[str]], ...] = ()
+
+    def matches(self, labels: dict[str, str]) -> bool:
+        return all(pattern.fullmatch(labels.get(label, "")) for label, pattern in self.match)
 
 
 @dataclass(frozen=True)
@@ -47,6 +67,7 @@ class MetricSpec:
     csv_names: tuple[str, ...] = ()
     stale_flat_after_s: float | None = None
     labels: dict[str, tuple[str, ...]] = field(default_factory=lambda: dict(DEFAULT_LABELS))
+    aliases: tuple[ExporterAlias, ...] = ()
 
     @property
     def per_gpu(self) -> bool:
@@ -92,7 +113,16 @@ class Catalog:
         return iter(self.metrics.values())
 
     def by_exporter_name(self) -> dict[str, MetricSpec]:
-        return {spec.exporter: spec for spec in self if spec.exporter}
+        """Exporter metric name -> spec: each metric's ``exporter`` and its plain aliases (those that
+        neither sum series nor select them, so that any reader may store their samples as they are)."""
+        names = {
+            alias.name: spec for spec in self for alias in spec.aliases if not (alias.sum_over or alias.match)
+        }
+        return {**names, **{spec.exporter: spec for spec in self if spec.exporter}}
+
+    def exporter_aliases(self) -> dict[str, tuple[MetricSpec, ExporterAlias]]:
+        """Every alias name -> (its spec, the alias): what a scrape parser maps, sums and selects."""
+        return {alias.name: (spec, alias) for spec in self for alias in spec.aliases}
 
     def by_csv_name(self, stem: str) -> MetricSpec | None:
         lowered = stem.lower()
@@ -143,6 +173,18 @@ def _load(path: str) -> Catalog:
     )
 
 
+def _alias(where: str, raw: Any) -> ExporterAlias:
+    """One ``aliases:`` entry: a name, or ``{name, sum_over, match}``."""
+    if isinstance(raw, str):
+        return ExporterAlias(raw)
+    if not isinstance(raw, dict) or not isinstance(raw.get("name"), str):
+        raise ConfigError(
+            f"{where}: an alias is an exporter metric name or {{name, sum_over, match}}, not {raw!r}"
+        )
+    match = tuple((str(k), re.compile(str(v))) for k, v in (raw.get("match") or {}).items())
+    return ExporterAlias(raw["name"], raw.get("sum_over"), match)
+
+
 def _spec(path: str, name: str, raw: dict, labels: dict) -> MetricSpec:
     where = f"metric catalog {path}: {name}"
     try:
@@ -165,8 +207,9 @@ def _spec(path: str, name: str, raw: dict, labels: dict) -> MetricSpec:
             csv_names=tuple(raw.get("csv_names") or ()),
             stale_flat_after_s=raw.get("stale_flat_after_s"),
             labels={**labels, **{k: tuple(v) for k, v in (raw.get("labels") or {}).items()}},
+            aliases=tuple(_alias(where, item) for item in raw.get("aliases") or ()),
         )
-    except (KeyError, TypeError, ValueError) as exc:
+    except (KeyError, TypeError, ValueError, re.error) as exc:
         raise ConfigError(f"{where}: missing or invalid field ({exc})") from exc
     if spec.level not in ("gpu", "node"):
         raise ConfigError(f"{where}: level must be gpu or node, not {spec.level!r}")

@@ -76,6 +76,9 @@ class ExpositionResult:
     scrapes: int = 0
     time_sources: dict[str, int] = field(default_factory=dict)  # where samples' times came from
     samples_in: int = 0  # sample lines read (catalog or not, good or rejected)
+    # samples added into another of the same node and time (an alias with ``sum_over``: the PSUs
+    # of a node), per exporter metric name: each is part of a stored sample, not one of its own
+    summed: dict[str, int] = field(default_factory=dict)
 
 
 def unescape(text: str, quote: bool = True) -> str:
@@ -228,6 +231,9 @@ def _parse_lines(
 
     ts_factor = 1000 if openmetrics else 1
     wanted = catalog.by_exporter_name()
+    aliases = catalog.exporter_aliases()  # other exporters' names (summed or selected series)
+    sums: dict[tuple[str, int, int], float] = {}  # (metric, series, ms) -> the node's total so far
+    summed: Counter[str] = Counter()
     file_time = time_from_file_name(source_file)
     flag_time, default_time, default_node = (
         options.scrape_time_ms,
@@ -341,20 +347,35 @@ def _parse_lines(
                 continue
             ts = fallback_ts
         spec = wanted.get(name)
+        alias = None
         if spec is None:
-            skipped[name] += 1
-            continue
+            if name not in aliases:
+                skipped[name] += 1
+                continue
+            spec, alias = aliases[name]
+            if not alias.matches(labels):  # e.g. a Redfish PowerControl of a subsystem, not the system
+                skipped[f"{name} (series that are not the node's {spec.name})"] += 1
+                continue
         key = series_key(labels, spec, default_node)
         if key is None:
             reject(number, no_node_reason(name, spec), raw)
             continue
-        time_counts[source] = time_counts.get(source, 0) + 1
         metric_series = series.setdefault(spec.name, {})
         identity = (key[0], key[1], key[2], key[4])
         sid = metric_series.get(identity)
         if sid is None:
             sid = metric_series[identity] = len(metric_series)
             series_rows.setdefault(spec.name, []).append(key)
+        if alias is not None and alias.sum_over:  # a part (a PSU) of the node's value at that time
+            part = (spec.name, sid, ts)
+            if part in sums:
+                sums[part] += value * spec.scale
+                summed[name] += 1
+                continue
+            sums[part] = value * spec.scale
+            time_counts[source] = time_counts.get(source, 0) + 1
+            continue
+        time_counts[source] = time_counts.get(source, 0) + 1
         ids, stamps, values = columns.setdefault(spec.name, ([], [], []))
         ids.append(sid)
         stamps.append(ts)
@@ -362,6 +383,11 @@ def _parse_lines(
         if len(ids) >= _FLUSH_SAMPLES:
             flush(spec.name)
 
+    for (metric, sid, ts), total in sums.items():  # the summed samples, in the order first seen
+        ids, stamps, values = columns.setdefault(metric, ([], [], []))
+        ids.append(sid)
+        stamps.append(ts)
+        values.append(total)
     samples = {}
     for metric in columns:
         flush(metric)
@@ -373,8 +399,9 @@ def _parse_lines(
             metric, series_frame(series_rows[metric]), merged_ids, merged_ms, merged_values
         )
     return ExpositionResult(
-        samples, rejects_frame(rejects), count, helps, types, dict(skipped), scrapes, time_counts, samples_in
-    )
+        samples, rejects_frame(rejects), count, helps, types, dict(skipped), scrapes, time_counts, samples_in,
+        dict(summed),
+    )  # fmt: skip
 
 
 NO_NODE = "no label gives the node of"

@@ -466,6 +466,9 @@ def _count_scrapes(results, summary) -> None:
     """Samples read, metrics skipped (outside the catalog) and where the samples' times came from."""
     summary["samples_in"] = sum(r.samples_in for r in results)
     for result in results:
+        for name, count in result.summed.items():  # parts of a stored sample (the PSUs of a node)
+            summary.setdefault("summed_samples", {})
+            summary["summed_samples"][name] = summary["summed_samples"].get(name, 0) + count
         for name, count in result.skipped_metrics.items():
             summary["skipped_metrics"][name] = summary["skipped_metrics"].get(name, 0) + count
         for source, count in result.time_sources.items():

@@ -44,6 +44,8 @@ def _argv(fmt: str, path: Path, lake: Path, settings: dict, *, with_share: bool 
         argv += ["--delimiter", settings["delimiter"].replace("\t", "\\t")]
     if "timezone" in settings:
         argv += ["--timezone", settings["timezone"]]
+    if "day" in settings:
+        argv += ["--day", settings["day"]]
     if with_share and "max_quarantine_share" in settings:
         argv += ["--max-quarantine-share", str(settings["max_quarantine_share"])]
     return argv
@@ -89,7 +91,8 @@ def test_the_corpus_is_what_the_issue_asks_for():
     sources = (CORPUS / "SOURCES.md").read_text(encoding="utf-8")
     for _fmt, name, spec in CASES:
         assert _path(name, spec).is_file(), name
-        assert f"`{name}`" in sources, f"{name} has no entry in SOURCES.md"
+        file_name = Path(spec.get("path", name)).name
+        assert f"`{file_name}`" in sources, f"{file_name} has no entry in SOURCES.md"
 
 
 @pytest.mark.parametrize(("fmt", "name", "spec"), CASES, ids=[f"{f}-{n}" for f, n, _ in CASES])

@@ -54,6 +54,14 @@ def stored_files(lake: Path) -> list[Path]:
     return [p for area in STORED_AREAS for p in (lake / area).rglob("*.parquet")]
 
 
+def stored_values(lake: Path, metric: str) -> list[float]:
+    """The values of ``metric`` in the lake, read back as stored (the samples' ``value`` column)."""
+    import pyarrow.parquet as pq
+
+    files = [p for area in STORED_AREAS for p in (lake / area).glob(f"metric={metric}/**/*.parquet")]
+    return [float(v) for f in files for v in pq.read_table(f, columns=["value"])["value"].to_pylist()]
+
+
 def case_id(case: dict) -> str:
     return f"{Path(case['file']).name}[{' '.join(str(a) for a in case.get('args') or []) or 'no flags'}]"
 
@@ -70,12 +78,18 @@ def test_corpus_file_is_stored_whole_or_refused_in_one_line(case, tmp_path):
         assert summary["quarantined"] == case["quarantined"]
         assert sorted(summary["metrics"]) == sorted(case["metrics"])
         every_sample = sample_lines(CORPUS / case["file"])
-        assert summary["samples"] + sum(summary["skipped_metrics"].values()) + summary["quarantined"] == (
-            every_sample
-        ), "every sample of the file is stored, skipped with a count, or quarantined"
+        summed = sum((summary.get("summed_samples") or {}).values())
+        assert summed == case.get("summed", 0), summary
+        assert summary["samples"] + sum(summary["skipped_metrics"].values()) + summary[
+            "quarantined"
+        ] + summed == (every_sample), (
+            "every sample of the file is stored, skipped with a count, quarantined, or summed into one"
+        )
         assert sum(summary["time_sources"].values()) == summary["samples"] + summary["quarantined"]
         files = stored_files(lake)
         assert files and all(f.parent.parent.parent.parent.name in STORED_AREAS for f in files)
+        for metric, values in (case.get("values") or {}).items():
+            assert sorted(stored_values(lake, metric)) == sorted(values), metric
     else:
         assert code == 2, f"expected a refusal, got exit {code}: {out[:300]}"
         lines = err.strip().splitlines()

@@ -290,7 +290,10 @@ def test_acmetrace_parser_accounts_for_every_row(text, tmp_path_factory):
 
 @st.composite
 def exposition_text(draw) -> str:
-    names = ["DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_POWER_USAGE", "DCGM_FI_DEV_GPU_TEMP", "not_in_catalog"]
+    names = [
+        "DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_POWER_USAGE", "DCGM_FI_DEV_GPU_TEMP", "not_in_catalog",
+        "power_draw_watts", "idrac_power_control_consumed_watts",  # aliases that sum and select series
+    ]  # fmt: skip
     lines = [f"# scrape_time {draw(st.sampled_from(['2023-07-01T00:00:15Z', '1688169615', 'yesterday']))}"]
     for _ in range(draw(st.integers(0, 15))):
         name = draw(st.sampled_from(names))
@@ -300,6 +303,8 @@ def exposition_text(draw) -> str:
                     '{gpu="0",UUID="GPU-1",Hostname="node1",modelName="A100"}',
                     '{Hostname="node1"}',
                     '{gpu="0",Hostname="no\\"de"}',
+                    '{Hostname="node1",psu="1"}',
+                    '{Hostname="node1",psu="2",name="System Power Control"}',
                     "{broken",
                     "",
                 ]
@@ -325,8 +330,9 @@ def test_exposition_parser_accounts_for_every_sample_line(text):
     result = parse_exposition(text, load_catalog(), source_file="fuzz.prom")
     samples = sum(len(s) for s in result.samples.values())
     skipped = sum(result.skipped_metrics.values())
+    summed = sum(result.summed.values())  # parts added into a stored sample (PSUs of one node)
     comment_rejects = sum(1 for record in result.rejects["record"] if record.strip().startswith("#"))
-    assert samples + skipped + len(result.rejects) - comment_rejects == _data_lines(text)
+    assert samples + skipped + summed + len(result.rejects) - comment_rejects == _data_lines(text)
     assert_rejects_located(result.rejects, "fuzz.prom")
 
 
