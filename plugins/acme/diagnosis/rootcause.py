@@ -299,9 +299,12 @@ def errno_cause(kept: Sequence[tuple[int, str]], raised: Sequence[RaisedExceptio
     """The first operating-system error inside an exception text (a raised exception, or an error line
     that is not a warning record), with its context."""
     frames_of = {exc.line: exc.frames for exc in raised}
-    candidates = [(exc.line, exc.text) for exc in raised] or [
-        (n, t) for n, t in kept if not is_warning_record(t) and _is_exception_text(t)
-    ]
+    # A library that cannot be loaded ("ImportError: libcudart.so.12: cannot open shared object file: No such
+    # file or directory") is an import problem whatever errno the loader saw.
+    if raised:
+        candidates = [(exc.line, exc.text) for exc in raised if exc.reason != "ImportError"]
+    else:
+        candidates = [(n, t) for n, t in kept if not is_warning_record(t) and _is_exception_text(t)]
     for number, text in sorted(candidates):
         name = errno_of(text)
         if name is None:
@@ -327,7 +330,10 @@ def _is_exception_text(text: str) -> bool:
     from acme.diagnosis.compress import strip_prefix
 
     bare = strip_prefix(text.split("\r")[-1])[0]
-    return bool(_is_exception_line(bare) or _EXPLICIT_ERRNO_RE.search(bare))
+    match = _is_exception_line(bare)
+    if match is not None and reason_of_exception(match.group("name")) == "ImportError":
+        return False  # a library that cannot be loaded is an import problem (see errno_cause)
+    return bool(match or _EXPLICIT_ERRNO_RE.search(bare))
 
 
 # ------------------------------------------------------------------------------------------------ signals

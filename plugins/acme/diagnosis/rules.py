@@ -280,7 +280,7 @@ def _rule_matches(
     matches: dict[str, list[tuple[int, str]]] = {}
     generic = {r.id for r in rules if is_generic_exception_rule(r)}
     for number, text in kept:
-        warning = None
+        warning = None if number not in raised_lines else False  # a raised exception is no warning record
         for rule in rules:
             if rule.id in generic:
                 if raised_lines and number not in raised_lines:

@@ -91,6 +91,17 @@ PermissionError: [Errno 13] Permission denied: '/shared/.cache/huggingface/hub/m
     assert permission.reason == "PermissionError" and "cache write" in permission.mitigation
 
 
+def test_a_library_that_cannot_be_loaded_stays_an_import_error():
+    text = """
+Traceback (most recent call last):
+  File "/home/u/train.py", line 3, in <module>
+    import torch
+ImportError: libcudart.so.12: cannot open shared object file: No such file or directory
+"""
+    assert _diagnose(text).reason == "ImportError"
+    assert _diagnose(text.strip().splitlines()[-1]).reason == "ImportError"  # the line alone too
+
+
 def test_a_tools_status_text_is_not_an_errno():
     # UCX prints its status code's text; no exception carries an errno here (the segfault stays the answer).
     text = """
