@@ -42,7 +42,14 @@ CORPUS = ROOT / "tests" / "fixtures" / "diagnosis" / "corpus"
 # and the rules written before cannot be left out for them (nobody recorded which pattern came from which), so
 # the figures are also given for the lines of the other sources alone.
 TUNED_ON = ROOT / "tests" / "fixtures" / "diagnosis" / "labelled_errors.yaml"
-GOALS = {"line_reason": 0.90, "line_category": 0.95, "log_reason": 0.85, "decisive_recall": 0.99}
+# Issue 31 raised the line goal to 95% and added: no more than 2% confidently wrong (a wrong reason at
+# confidence >= 0.5) on lines and on logs, and at least 85% of the newest batch of whole logs right.
+GOALS = {
+    "line_reason": 0.95, "line_category": 0.95, "log_reason": 0.85, "decisive_recall": 0.99,
+    "line_confidently_wrong": 0.02, "log_confidently_wrong": 0.02, "new_batch_reason": 0.85,
+}  # fmt: skip
+CONFIDENT = 0.5  # a wrong answer at this confidence or more is "confidently wrong"
+NEW_BATCH = "issue31"  # the batch of logs.yaml scored at first contact most recently
 RETRIEVAL_K = 5
 
 
@@ -67,6 +74,7 @@ class LogCase:
     decisive: tuple[int, ...]
     job: dict[str, Any] = field(default_factory=dict)
     excerpt: bool = False
+    batch: str | None = None  # the first-contact batch the log came in (logs.yaml's "batch")
 
     def accepts(self, reason: str) -> bool:
         return reason == self.reason or reason in self.alternatives
@@ -99,6 +107,7 @@ def load_corpus(corpus: Path = CORPUS) -> tuple[list[LineCase], list[LogCase]]:
                 decisive=tuple(entry["decisive"]),
                 job=dict(entry.get("job") or {}),
                 excerpt=bool(entry.get("excerpt", False)),
+                batch=entry.get("batch"),
             )
         )
     return lines, logs
@@ -121,7 +130,7 @@ class CaseIndex:
         self.signatures = [error_signature([(1, c.text)], rules) or c.text for c in self.cases]
         self.vectors = embedder.embed(self.signatures)
 
-    def vote(self, signature: str, source: str) -> str | None:
+    def vote(self, signature: str, source: str) -> Any:
         import numpy as np
 
         from acme.diagnosis.retrieval import SimilarCase, vote
@@ -140,8 +149,7 @@ class CaseIndex:
             )
             for i in order
         ]  # fmt: skip
-        voted = vote(similar, self.embedder.min_similarity)
-        return voted.reason if voted is not None else None
+        return vote(similar, self.embedder.min_similarity)
 
 
 # ------------------------------------------------------------------------------------------------ scoring
@@ -154,12 +162,20 @@ class Tally:
     attribution_ok: int = 0
     total: int = 0
     unknown: int = 0
+    confidently_wrong: int = 0
     by_reason: dict[str, list[int]] = field(default_factory=lambda: defaultdict(lambda: [0, 0]))
     confusion: Counter = field(default_factory=Counter)
     misses: list[dict[str, Any]] = field(default_factory=list)
     retrieval: Counter = field(default_factory=Counter)  # answered / right / on routine lines
 
-    def add(self, case: LineCase | LogCase, predicted: str, where: str, rule_id: str | None) -> None:
+    def add(
+        self,
+        case: LineCase | LogCase,
+        predicted: str,
+        where: str,
+        rule_id: str | None,
+        confidence: float = 0.0,
+    ) -> None:
         accepted = (case.reason, *case.alternatives)
         reason_ok = case.accepts(predicted)
         category_ok = category_of(predicted) in {category_of(r) for r in accepted}
@@ -169,6 +185,7 @@ class Tally:
         self.category_ok += category_ok
         self.attribution_ok += attribution_ok
         self.unknown += predicted == UNKNOWN
+        self.confidently_wrong += not reason_ok and predicted != UNKNOWN and confidence >= CONFIDENT
         self.by_reason[case.reason][0] += reason_ok
         self.by_reason[case.reason][1] += 1
         self.confusion[(case.reason, predicted if not reason_ok else case.reason)] += 1
@@ -179,7 +196,8 @@ class Tally:
         if not reason_ok:
             self.misses.append(
                 {"source": case.source, "where": where, "expected": case.reason,
-                 "alternatives": list(case.alternatives), "got": predicted, "rule": rule_id}
+                 "alternatives": list(case.alternatives), "got": predicted, "rule": rule_id,
+                 "confidence": confidence}
             )  # fmt: skip
 
     def summary(self) -> dict[str, Any]:
@@ -190,6 +208,8 @@ class Tally:
             "category": share(self.category_ok),
             "attribution": share(self.attribution_ok),
             "unknown_share": share(self.unknown),
+            "confidently_wrong": share(self.confidently_wrong),
+            "confidently_wrong_n": self.confidently_wrong,
             "per_reason": {r: {"right": ok, "total": n} for r, (ok, n) in sorted(self.by_reason.items())},
             "confusion": [
                 {"expected": e, "predicted": p, "n": n} for (e, p), n in sorted(self.confusion.items())
@@ -224,13 +244,14 @@ def score_lines(lines: list[LineCase], rules: list[Rule], index: CaseIndex | Non
     for case in lines:
         rules_here = rules_without(case.source, rules)
         diagnosis = diagnose_lines([(1, case.text)], rules_here)
-        predicted, rule_id = diagnosis.reason, diagnosis.rule_id
+        predicted, rule_id, confidence = diagnosis.reason, diagnosis.rule_id, diagnosis.confidence
         if predicted == UNKNOWN and index is not None:
-            predicted = index.vote(error_signature([(1, case.text)], rules_here), case.source) or UNKNOWN
-            rule_id = "retrieval" if predicted != UNKNOWN else None
-        tally.add(case, predicted, case.text[:160], rule_id)
+            voted = index.vote(error_signature([(1, case.text)], rules_here), case.source)
+            if voted is not None:
+                predicted, rule_id, confidence = voted.reason, "retrieval", voted.confidence
+        tally.add(case, predicted, case.text[:160], rule_id, confidence)
         if case.source not in tuned:
-            fresh.add(case, predicted, case.text[:160], rule_id)
+            fresh.add(case, predicted, case.text[:160], rule_id, confidence)
         if case.reason != UNKNOWN:
             failures += 1
             flagged += is_error_line(strip_prefix(case.text)[0])
@@ -243,41 +264,27 @@ def score_lines(lines: list[LineCase], rules: list[Rule], index: CaseIndex | Non
 
 
 def score_logs(logs: list[LogCase], rules: list[Rule], index: CaseIndex | None = None) -> dict[str, Any]:
-    from acme.diagnosis.compress import compress_log, error_key, strip_prefix
-    from acme.diagnosis.metadata import job_fact_lines
-    from acme.diagnosis.retrieval import error_signature, signature_lines
-    from acme.diagnosis.rules import diagnose_lines
-
     tally = Tally()
-    kept_decisive = decisive_total = 0
-    missed_lines = []
+    kept_decisive = decisive_total = in_evidence = 0
+    missed_lines, per_log = [], {}
     for case in logs:
-        rules_here = rules_without(case.source, rules)
-        compressed = compress_log(case.path)
-        kept = [(k.line, k.text) for k in compressed.lines if k.kind in ("error", "traceback")]
-        diagnosis = diagnose_lines(job_fact_lines(case.job) + kept, rules_here)
-        predicted, rule_id = diagnosis.reason, diagnosis.rule_id
-        if predicted == UNKNOWN and index is not None:
-            signature = error_signature(signature_lines(compressed), rules_here)
-            predicted = index.vote(signature, case.source) or UNKNOWN
-            rule_id = "retrieval" if predicted != UNKNOWN else None
-        tally.add(case, predicted, case.id, rule_id)
-        texts = _read_lines(case.path, set(case.decisive))
-        kept_numbers = {number for number, _ in kept}
-        kept_keys = {error_key(strip_prefix(text)[0]) for _, text in kept}
-        for number in case.decisive:
-            decisive_total += 1
-            text = texts.get(number, "")
-            found = number in kept_numbers or any(
-                error_key(strip_prefix(seg)[0]) in kept_keys for seg in text.split("\r") if seg.strip()
-            )
-            kept_decisive += found
-            if not found:
-                missed_lines.append({"log": case.id, "line": number, "text": text[:160]})
+        predicted, rule_id, confidence, kept, evidence = _diagnose_log(case, rules, index)
+        tally.add(case, predicted, case.id, rule_id, confidence)
+        found = _decisive_found(case, kept)
+        decisive_total += len(found)
+        kept_decisive += sum(found.values())
+        missed_lines += [
+            {"log": case.id, "line": n, "text": t[:160]} for (n, t), ok in found.items() if not ok
+        ]
+        shown = _decisive_found(case, evidence)
+        in_evidence += any(shown.values())
+        per_log[case.id] = {"predicted": predicted, "confidence": confidence, "right": case.accepts(predicted),
+                            "evidence_has_decisive": any(shown.values())}  # fmt: skip
     result = tally.summary()
     result["decisive_lines"] = decisive_total
     result["decisive_recall"] = round(kept_decisive / decisive_total, 4) if decisive_total else 0.0
     result["decisive_missed"] = missed_lines
+    result["evidence_has_decisive"] = round(in_evidence / len(logs), 4) if logs else 0.0
     result["whole_logs"] = sum(not c.excerpt for c in logs)
     missed = {m["where"] for m in result["misses"]}
     # The root cause on whole logs only (the issue's goal is stated on whole logs), and on the logs whose root
@@ -285,7 +292,70 @@ def score_logs(logs: list[LogCase], rules: list[Rule], index: CaseIndex | None =
     # the easy part of the corpus.
     result["whole_logs_reason"] = _share([c for c in logs if not c.excerpt], missed)
     result["crash_logs_reason"] = _share([c for c in logs if category_of(c.reason) != "External"], missed)
+    result["batches"] = {
+        batch: _batch_summary([c for c in logs if c.batch == batch], per_log)
+        for batch in sorted({c.batch for c in logs if c.batch})
+    }
     return result
+
+
+def _diagnose_log(
+    case: LogCase, rules: list[Rule], index: CaseIndex | None
+) -> tuple[str, str | None, float, list[tuple[int, str]], list[tuple[int, str]]]:
+    """Compression, job facts and rules (retrieval when no rule matched): the answer, its rule, confidence,
+    the kept error/traceback lines and the evidence lines."""
+    from acme.diagnosis.compress import compress_log
+    from acme.diagnosis.metadata import job_fact_lines
+    from acme.diagnosis.retrieval import error_signature, signature_lines
+    from acme.diagnosis.rules import diagnose_lines
+
+    rules_here = rules_without(case.source, rules)
+    compressed = compress_log(case.path)
+    kept = [(k.line, k.text) for k in compressed.lines if k.kind in ("error", "traceback")]
+    diagnosis = diagnose_lines(job_fact_lines(case.job) + kept, rules_here)
+    predicted, rule_id, confidence = diagnosis.reason, diagnosis.rule_id, diagnosis.confidence
+    evidence = [(e["line"], e["text"]) for e in diagnosis.evidence]
+    if predicted == UNKNOWN and index is not None:
+        voted = index.vote(error_signature(signature_lines(compressed), rules_here), case.source)
+        if voted is not None:
+            predicted, rule_id, confidence = voted.reason, "retrieval", voted.confidence
+    return predicted, rule_id, confidence, kept, evidence
+
+
+def _decisive_found(case: LogCase, lines: list[tuple[int, str]]) -> dict[tuple[int, str], bool]:
+    """Each decisive line (number, text) and whether ``lines`` hold it, or an earlier duplicate it was folded
+    into (the same error key)."""
+    from acme.diagnosis.compress import error_key, strip_prefix
+
+    texts = _read_lines(case.path, set(case.decisive))
+    numbers = {number for number, _ in lines}
+    keys = {error_key(strip_prefix(seg)[0]) for _, text in lines for seg in text.split("\r") if seg.strip()}
+    out = {}
+    for number in case.decisive:
+        text = texts.get(number, "")
+        out[(number, text)] = number in numbers or any(
+            error_key(strip_prefix(seg)[0]) in keys for seg in text.split("\r") if seg.strip()
+        )
+    return out
+
+
+def _batch_summary(cases: list[LogCase], per_log: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """Root cause, confidently wrong, Unknown and evidence figures on one first-contact batch."""
+    n = len(cases)
+    share = (lambda k: round(k / n, 4)) if n else (lambda k: 0.0)
+    right = sum(per_log[c.id]["right"] for c in cases)
+    wrong_confident = sum(
+        not per_log[c.id]["right"]
+        and per_log[c.id]["predicted"] != UNKNOWN
+        and per_log[c.id]["confidence"] >= CONFIDENT
+        for c in cases
+    )
+    return {
+        "total": n, "right": right, "reason": share(right), "confidently_wrong": share(wrong_confident),
+        "unknown_share": share(sum(per_log[c.id]["predicted"] == UNKNOWN for c in cases)),
+        "evidence_has_decisive": share(sum(per_log[c.id]["evidence_has_decisive"] for c in cases)),
+        "misses": [c.id for c in cases if not per_log[c.id]["right"]],
+    }  # fmt: skip
 
 
 def _share(cases: list[LogCase], missed: set[str]) -> dict[str, Any]:
@@ -348,8 +418,8 @@ def _pct(value: float) -> str:
 
 def _print_variants(variants: dict[str, Any]) -> None:
     """One row per variant (rules, +lexical, +MiniLM), then what retrieval answered."""
-    print(f"\n{'variant':<16}{'lines: reason':>14}{'category':>10}{'attrib.':>9}{'unknown':>9}"
-          f"{'logs: cause':>13}{'category':>10}{'decisive kept':>15}")  # fmt: skip
+    print(f"\n{'variant':<16}{'lines: reason':>14}{'category':>10}{'attrib.':>9}{'unknown':>9}{'conf. wrong':>12}"
+          f"{'logs: cause':>13}{'conf. wrong':>12}{'unknown':>9}{'decisive kept':>15}{'in evidence':>13}")  # fmt: skip
     for name, variant in variants.items():
         if "unavailable" in variant:
             print(f"{name:<16} unavailable: {variant['unavailable']}")
@@ -357,8 +427,9 @@ def _print_variants(variants: dict[str, Any]) -> None:
         lines, logs = variant["lines"], variant["logs"]
         print(
             f"{name:<16}{_pct(lines['reason']):>14}{_pct(lines['category']):>10}{_pct(lines['attribution']):>9}"
-            f"{_pct(lines['unknown_share']):>9}{_pct(logs['reason']):>13}{_pct(logs['category']):>10}"
-            f"{_pct(logs['decisive_recall']):>15}"
+            f"{_pct(lines['unknown_share']):>9}{_pct(lines['confidently_wrong']):>12}{_pct(logs['reason']):>13}"
+            f"{_pct(logs['confidently_wrong']):>12}{_pct(logs['unknown_share']):>9}{_pct(logs['decisive_recall']):>15}"
+            f"{_pct(logs['evidence_has_decisive']):>13}"
         )
     for name, variant in variants.items():
         if "retrieval" in variant.get("lines", {}) and name != "rules":
@@ -391,6 +462,12 @@ def print_report(result: dict[str, Any]) -> None:
         print(
             f"rules only, root cause on the {part['total']} {label}: {_pct(part['reason'])} ({part['right']} right)"
         )
+    for batch, part in base["logs"]["batches"].items():
+        print(
+            f"rules only, batch {batch}: {part['right']} of {part['total']} right ({_pct(part['reason'])}), "
+            f"confidently wrong {_pct(part['confidently_wrong'])}, Unknown {_pct(part['unknown_share'])}, "
+            f"evidence holds a decisive line {_pct(part['evidence_has_decisive'])}"
+        )
     print(
         f"\ncompressor flags {_pct(base['lines']['compressor_flags_failure_lines'])} of failure lines as errors"
     )
@@ -403,7 +480,10 @@ def print_report(result: dict[str, Any]) -> None:
             print(f"  {cell['expected']:<20} -> {cell['predicted']:<20} {cell['n']}")
     print("\nmisses (rules only):")
     for miss in base["lines"]["misses"] + base["logs"]["misses"]:
-        print(f"  [{miss['source']}] expected {miss['expected']}, got {miss['got']}: {miss['where']}")
+        print(
+            f"  [{miss['source']}] expected {miss['expected']}, got {miss['got']} ({miss['confidence']:.2f}): "
+            f"{miss['where']}"
+        )
     for missed in base["logs"]["decisive_missed"]:
         print(f"  decisive line dropped: {missed['log']}:{missed['line']}: {missed['text']}")
 

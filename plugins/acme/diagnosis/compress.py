@@ -149,7 +149,7 @@ _STRONG_ERROR_RE = re.compile(
       | \bHIP\ (?:error|failure)|\bhipError\w+|\bHIP_ERROR_\w+|Memory\ access\ fault\ by\ GPU|(?i:GPU\ (?:is\ )?lost)
       | Got\ completion\ (?:from\ peer|with\ error)|\bEvicted\b|(?i:low\ on\ resource|\bpreempted\b)
       | (?i:\bloss\ is\ (?:nan|inf))|^\W*loss\s*\|\s*(?:nan|inf)\b
-      | \bException:|RESOURCE_EXHAUSTED|Resource\ exhausted|\[Errno\ -?\d+\]
+      | \bException:|^Exception\ in\ thread\b|RESOURCE_EXHAUSTED|Resource\ exhausted|\[Errno\ -?\d+\]
       | \b(?:lm\ )?loss\b[^|,;]{0,20}?[:=]\s*-?(?:nan|inf)\b|\bgrad[\ _]norm\b[^|,;]{0,20}?[:=]\s*(?:nan|inf)\b
       | \bnan\ (?:loss|in\ (?:local\ )?grad)|\bNaN\ (?:in|detected)
       | Segmentation\ fault|core\ dumped|\bKilled\b|\bSIG(?:KILL|SEGV|ABRT|BUS|TERM)\b|killed\ by\ signal

@@ -27,7 +27,16 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from acme import lake_keys
-from acme.diagnosis.rules import EXTRA_REASONS, TAXONOMY, UNKNOWN, Rule, load_rules, parse_rules
+from acme.diagnosis.rules import (
+    EXTRA_REASONS,
+    TAXONOMY,
+    UNKNOWN,
+    Rule,
+    attribution_of,
+    category_of,
+    load_rules,
+    parse_rules,
+)
 from acme.errors import ConfigError, InputError
 
 if TYPE_CHECKING:
@@ -198,14 +207,13 @@ def _learned_entry(
     at: str,
 ) -> dict[str, Any]:
     bundled = [r for r in load_rules() if r.reason == case.reason]
-    attribution = case.attribution or (bundled[0].attribution if bundled else None)
-    if attribution is None:
-        attribution = "infrastructure" if TAXONOMY.get(case.reason) == "Infrastructure" else "user"
     return {
         "id": rule_id,
         "reason": case.reason,
-        "category": {**TAXONOMY, **EXTRA_REASONS}[case.reason],
-        "attribution": attribution,
+        "category": category_of(case.reason),
+        # One attribution function for every reason (rules.attribution_of): a learned rule is attributed as
+        # the bundled rules and the agent attribute its reason (FailSlow and NCCLError are infrastructure).
+        "attribution": attribution_of(case.reason),
         "priority": max((r.priority for r in bundled), default=_DEFAULT_PRIORITY),
         "patterns": [regex],
         "mitigation": mitigation or (bundled[0].mitigation if bundled else "See the evidence lines."),

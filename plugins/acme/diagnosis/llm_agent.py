@@ -327,11 +327,16 @@ class FailureAgent:
         return cls(endpoint, **bounds)
 
     def build_messages(
-        self, compressed_log_text: str, similar_cases: list[dict[str, Any]], job: dict[str, Any] | None
+        self,
+        compressed_log_text: str,
+        similar_cases: list[dict[str, Any]],
+        job: dict[str, Any] | None,
+        novel: set[int] | None = None,
     ) -> tuple[list[dict[str, str]], list[LogLine]]:
-        """The chat messages for one diagnosis and the (redacted, bounded) log lines they show."""
+        """The chat messages for one diagnosis and the (redacted, bounded) log lines they show; lines new
+        since the family's last good run (``novel``) are chosen first."""
         shown, total = prepare_log(
-            compressed_log_text, max_lines=self.max_log_lines, max_chars=self.max_log_chars
+            compressed_log_text, max_lines=self.max_log_lines, max_chars=self.max_log_chars, novel=novel
         )
         boundary = new_boundary()
         cases = [
@@ -342,8 +347,10 @@ class FailureAgent:
             f"Job metadata:\n{delimit('JOB', _compact(job or {}, MAX_JOB_CHARS), boundary)}",
             "Similar past diagnoses (most similar first; they may not apply):\n"
             + delimit("CASES", "\n".join(cases) or "(none)", boundary),
-            f"Compressed log: {len(shown)} of its {total} lines, error lines first, routine lines omitted "
-            f"(first column: line number, second: kind):\n"
+            f"Compressed log: {len(shown)} of its {total} lines, "
+            + ("lines new since the last good run first, then " if novel else "")
+            + "error lines first, routine lines omitted "
+            "(first column: line number, second: kind):\n"
             + delimit("LOG", render_log_lines(shown) or "(empty)", boundary),
             "Diagnose the root cause. Answer with the JSON object only.",
         ]
@@ -358,9 +365,10 @@ class FailureAgent:
         compressed_log_text: str,
         similar_cases: list[dict[str, Any]],
         job: dict[str, Any] | None = None,
+        novel: set[int] | None = None,
     ) -> AgentAnswer:
         """Ask the model; validate; re-ask once on an invalid answer; raise AgentUnavailable otherwise."""
-        messages, shown = self.build_messages(compressed_log_text, similar_cases, job)
+        messages, shown = self.build_messages(compressed_log_text, similar_cases, job, novel)
         if self._client is None:  # one client (and connection pool) per agent, made on first use
             self._client = self.endpoint.client()
         client = self._client

@@ -345,8 +345,12 @@ def diagnose_log_lines(
     store_case: bool = True,
     defer_case: bool = True,
     notes: Iterable[str] = (),
+    baseline: set[str] | str | Path | None = None,
 ) -> DiagnosisRecord:
     """Diagnose an already located log (a local file or lines); see the module docstring for the steps.
+
+    ``baseline`` -- the last good run of the job's family: its log file, or its line templates
+    (:func:`acme.diagnosis.baseline.baseline_keys`); the lines new since then are sent to the agent first.
 
     Without a lake only the bundled rules (and the agent, if any) are used and nothing is written; with one,
     family filter rules, learned rules and retrieval join in, and -- unless ``learn`` / ``store_case`` are
@@ -383,7 +387,9 @@ def diagnose_log_lines(
         similar = _retrieve(store, signature_lines, rules, (cluster, job_id), candidates, threshold, notes)
     answer = None
     if not _confident(candidates, threshold):
-        answer = _ask_agent(agent, compressed, similar, job, candidates, signature_lines, rules, notes)
+        answer = _ask_agent(
+            agent, compressed, similar, job, candidates, signature_lines, rules, notes, baseline
+        )
 
     chosen = _best(candidates) or {
         "source": "none", "reason": UNKNOWN, "category": None, "attribution": None, "confidence": 0.0,
@@ -479,9 +485,11 @@ def _ask_agent(
     signature_lines: list[tuple[int, str]],
     rules: list[Rule],
     notes: list[str],
+    baseline: set[str] | str | Path | None = None,
 ) -> Any:
     """The LLM agent's answer (None without an agent or when it is unavailable); a usable answer joins
-    ``candidates`` unless a matching rule says otherwise (a rule is never overruled by the model)."""
+    ``candidates`` unless a matching rule says otherwise (a rule is never overruled by the model). With a
+    ``baseline``, the lines new since the family's last good run are sent first."""
     from acme.diagnosis import retrieval
     from acme.diagnosis.rules import UNKNOWN, redact
 
@@ -491,9 +499,11 @@ def _ask_agent(
     from acme.diagnosis.llm_agent import AgentUnavailable
 
     try:
+        novel = _novel_lines(compressed, baseline, notes)
         answer = agent.diagnose(
-            redact(compressed.to_text()), [s.to_dict() for s in similar], json_safe_job(job)
-        )
+            redact(compressed.to_text()), [s.to_dict() for s in similar], json_safe_job(job),
+            **({"novel": novel} if novel is not None else {}),
+        )  # fmt: skip
     except AgentUnavailable as exc:
         fallback = "retrieval" if any(c["source"] == "retrieval" for c in candidates) else "rules"
         notes.append(f"LLM agent unavailable ({exc}); fell back to {fallback}")
@@ -506,6 +516,22 @@ def _ask_agent(
         decisive = retrieval.decisive_lines(signature_lines, rules)
         candidates.append(_from_answer(answer, compressed, decisive))
     return answer
+
+
+def _novel_lines(
+    compressed: CompressedLog, baseline: set[str] | str | Path | None, notes: list[str]
+) -> set[int] | None:
+    """The kept lines new since the last good run (None without one), noted in the record."""
+    if baseline is None:
+        return None
+    from acme.diagnosis.baseline import baseline_keys_of_log, novel_lines
+
+    keys = baseline if isinstance(baseline, set) else baseline_keys_of_log(baseline)
+    novel = novel_lines(((k.line, k.text) for k in compressed.lines), keys)
+    notes.append(
+        f"{len(novel)} of {len(compressed.lines)} kept lines are new since the last good run: sent first"
+    )
+    return novel
 
 
 def _learn_from_answer(lake: Lake, case: Any, answer: Any) -> str:

@@ -123,6 +123,9 @@ class Diagnosis:
     mitigation: str | None = None
     rule_id: str | None = None
     rule_version: int | None = None
+    # Where the exception was raised, from its traceback's innermost frame: "user code", "library" or
+    # "framework" (acme.diagnosis.rootcause); None when the answer is not a raised exception.
+    origin: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -135,6 +138,7 @@ class Diagnosis:
             "mitigation": self.mitigation,
             "rule_id": self.rule_id,
             "rule_version": self.rule_version,
+            "origin": self.origin,
         }
 
 
@@ -239,16 +243,60 @@ def _compile_patterns(raw_patterns: Any, where: str) -> tuple[re.Pattern[str], .
 
 # ------------------------------------------------------------------------------------------------ diagnosis
 def diagnose_lines(kept: Iterable[tuple[int, str]], rules: list[Rule] | None = None) -> Diagnosis:
-    """Diagnose from already-selected ``(line number, text)`` pairs (error and traceback lines)."""
+    """Diagnose from already-selected ``(line number, text)`` pairs (error and traceback lines).
+
+    The rules' answer, refined by the general layers of :mod:`acme.diagnosis.rootcause`: raised exceptions
+    (the generic exception rules count only exceptions the log shows raised, and never a warning record),
+    operating-system errors inside exception texts, and signals as the launchers report them, read with the
+    scheduler's statement of who ended the job."""
+    from acme.diagnosis.rootcause import layer_candidates, raised_exceptions
+
     rules = rules if rules is not None else load_rules()
-    matches: dict[str, list[tuple[int, str]]] = {}
+    kept = list(kept)
+    raised = raised_exceptions(kept)
     by_id = {r.id: r for r in rules}
+    matches = _rule_matches(kept, rules, {exc.line for exc in raised})
+    best = _best_rule(matches, by_id)
+    candidates = sorted(layer_candidates(kept, rules, raised), key=lambda c: (-c.priority, c.line))
+    layer = candidates[0] if candidates else None
+    if layer is not None and (
+        best is None or (layer.priority, -layer.line) > _rule_key(best, matches, by_id)
+    ):
+        diagnosis = _from_layer(layer, matches, by_id)
+    elif best is not None:
+        diagnosis = _from_rule(by_id[best], matches, by_id)
+    else:
+        return Diagnosis(reason=UNKNOWN, category=None, attribution=None, confidence=0.0)
+    return _scheduler_statement_wins(diagnosis, matches, by_id)
+
+
+def _rule_matches(
+    kept: list[tuple[int, str]], rules: list[Rule], raised_lines: set[int]
+) -> dict[str, list[tuple[int, str]]]:
+    """Every rule's matching lines. A generic exception rule skips warning records, and, when the log shows
+    raised exceptions, every line that is not one (a docstring or a message that only names the class)."""
+    from acme.diagnosis.rootcause import is_generic_exception_rule, is_warning_record
+
+    matches: dict[str, list[tuple[int, str]]] = {}
+    generic = {r.id for r in rules if is_generic_exception_rule(r)}
     for number, text in kept:
+        warning = None if number not in raised_lines else False  # a raised exception is no warning record
         for rule in rules:
+            if rule.id in generic:
+                if raised_lines and number not in raised_lines:
+                    continue
+                warning = is_warning_record(text) if warning is None else warning
+                if warning:
+                    continue
             if rule.search(text):
                 matches.setdefault(rule.id, []).append((number, text))
+    return matches
+
+
+def _best_rule(matches: dict[str, list[tuple[int, str]]], by_id: dict[str, Rule]) -> str | None:
+    """The highest-priority matching rule (ties: the earliest line), after ``must_precede``."""
     if not matches:
-        return Diagnosis(reason=UNKNOWN, category=None, attribution=None, confidence=0.0)
+        return None
     first = {rid: min(n for n, _ in found) for rid, found in matches.items()}
     best = max(matches, key=lambda rid: (by_id[rid].priority, -first[rid]))
     # A root cause that must precede some rules explains them only when logged before them; logged in the
@@ -256,23 +304,80 @@ def diagnose_lines(kept: Iterable[tuple[int, str]], rules: list[Rule] | None = N
     explained = [rid for rid in by_id[best].must_precede if rid in matches and first[rid] <= first[best]]
     if explained:
         best = max(explained, key=lambda rid: (by_id[rid].priority, -first[rid]))
-    rule = by_id[best]
-    # Confidence: a root cause (priority >= 75) is strong evidence; a symptom alone much weaker. Another
-    # rule of the same priority pointing at a different reason halves the margin.
-    confidence = 0.9 if rule.priority >= 75 else 0.75 if rule.priority >= 55 else 0.5
-    if rule.category == "External" and rule.priority >= 50:
+    return best
+
+
+def _rule_key(
+    rule_id: str, matches: dict[str, list[tuple[int, str]]], by_id: dict[str, Rule]
+) -> tuple[int, int]:
+    return by_id[rule_id].priority, -min(n for n, _ in matches[rule_id])
+
+
+def _confidence(priority: int, category: str | None, rivals: bool) -> float:
+    # A root cause (priority >= 75) is strong evidence; a symptom alone much weaker. Another rule of the same
+    # priority pointing at a different reason lowers it.
+    confidence = 0.9 if priority >= 75 else 0.75 if priority >= 55 else 0.5
+    if category == "External" and priority >= 50:
         confidence = 0.9  # the scheduler itself says how the job ended (time limit, preemption, cancellation)
+    return round(confidence - (0.2 if rivals else 0.0), 2)
+
+
+def _from_rule(rule: Rule, matches: dict[str, list[tuple[int, str]]], by_id: dict[str, Rule]) -> Diagnosis:
     rivals = {by_id[r].reason for r in matches if by_id[r].priority == rule.priority} - {rule.reason}
-    if rivals:
-        confidence -= 0.2
-    evidence = [{"line": n, "text": redact(t)[:500]} for n, t in sorted(matches[best])[:_MAX_EVIDENCE]]
+    evidence = [{"line": n, "text": redact(t)[:500]} for n, t in sorted(matches[rule.id])[:_MAX_EVIDENCE]]
     return Diagnosis(
         reason=rule.reason,
         category=rule.category,
         attribution=rule.attribution,
-        confidence=round(confidence, 2),
+        confidence=_confidence(rule.priority, rule.category, bool(rivals)),
         evidence=evidence,
         mitigation=rule.mitigation,
         rule_id=rule.id,
         rule_version=rule.version,
     )
+
+
+def _from_layer(layer: Any, matches: dict[str, list[tuple[int, str]]], by_id: dict[str, Rule]) -> Diagnosis:
+    """A layer's answer, with the mitigation of a rule for the same reason when the layer has none."""
+    same = [by_id[r] for r in matches if by_id[r].reason == layer.reason] or [
+        r for r in by_id.values() if r.reason == layer.reason
+    ]
+    rivals = {by_id[r].reason for r in matches if by_id[r].priority == layer.priority} - {layer.reason}
+    category = category_of(layer.reason)
+    evidence = [{"line": layer.line, "text": redact(layer.text)[:500]}]
+    evidence += [
+        {"line": n, "text": redact(t)[:500]} for r in same[:1] for n, t in sorted(matches.get(r.id, []))
+    ]
+    unique = list({e["line"]: e for e in evidence}.values())[:_MAX_EVIDENCE]
+    return Diagnosis(
+        reason=layer.reason,
+        category=category,
+        attribution=attribution_of(layer.reason),
+        confidence=_confidence(layer.priority, category, bool(rivals)),
+        evidence=unique,
+        mitigation=layer.mitigation or (same[0].mitigation if same else None),
+        rule_id=f"layer:{layer.layer}",
+        rule_version=1,
+        origin=layer.origin,
+    )
+
+
+_SIGNAL_OUTCOMES = ("UserCancelled", "KilledBySignal")
+
+
+def _scheduler_statement_wins(
+    diagnosis: Diagnosis, matches: dict[str, list[tuple[int, str]]], by_id: dict[str, Rule]
+) -> Diagnosis:
+    """An interrupt or a kill is how the scheduler's action looks from inside the job: when the scheduler
+    says who ended it (a time limit, a cancellation by the owner or an administrator, a preemption), that
+    statement is the answer, wherever it is logged."""
+    if diagnosis.reason not in _SIGNAL_OUTCOMES:
+        return diagnosis
+    stated = [
+        rid for rid in matches
+        if by_id[rid].category == "External" and by_id[rid].priority >= 50 and by_id[rid].reason not in _SIGNAL_OUTCOMES
+    ]  # fmt: skip
+    if not stated:
+        return diagnosis
+    first = {rid: min(n for n, _ in matches[rid]) for rid in stated}
+    return _from_rule(by_id[max(stated, key=lambda rid: (by_id[rid].priority, -first[rid]))], matches, by_id)

@@ -148,16 +148,23 @@ def parse_log_text(text: str) -> list[LogLine]:
 
 
 def select_log_lines(
-    lines: Iterable[LogLine], *, max_lines: int, max_chars: int, max_line_chars: int = 400
+    lines: Iterable[LogLine],
+    *,
+    max_lines: int,
+    max_chars: int,
+    max_line_chars: int = 400,
+    novel: set[int] | None = None,
 ) -> tuple[list[LogLine], int]:
     """Redact, flag and bound the lines for a prompt; return the kept lines in log order and the total.
 
-    Error lines are chosen first, then traceback, context and template lines, each group earliest first,
-    until ``max_lines`` lines or ``max_chars`` characters of text are used. Each line is cut to
-    ``max_line_chars``.
+    Lines new since the last good run of the job's family (``novel``, line numbers; see
+    :mod:`acme.diagnosis.baseline`) are chosen first when given; then error lines, traceback, context and
+    template lines, each group earliest first, until ``max_lines`` lines or ``max_chars`` characters of text
+    are used. Each line is cut to ``max_line_chars``.
     """
     all_lines = list(lines)
-    ranked = sorted(all_lines, key=lambda ln: (_KIND_RANK.get(ln.kind, 3), ln.number))
+    fresh = novel or set()
+    ranked = sorted(all_lines, key=lambda ln: (ln.number not in fresh, _KIND_RANK.get(ln.kind, 3), ln.number))
     chosen: list[LogLine] = []
     used = 0
     for line in ranked:
@@ -195,7 +202,7 @@ def delimit(label: str, text: str, boundary: str) -> str:
 
 
 def prepare_log(
-    text: str, *, max_lines: int, max_chars: int, max_line_chars: int = 400
+    text: str, *, max_lines: int, max_chars: int, max_line_chars: int = 400, novel: set[int] | None = None
 ) -> tuple[list[LogLine], int]:
     """Parse, flag and bound the lines of a log; redact secrets in the lines kept.
 
@@ -208,4 +215,5 @@ def prepare_log(
         max_lines=max_lines,
         max_chars=max_chars,
         max_line_chars=max_line_chars,
+        novel=novel,
     )

@@ -242,6 +242,19 @@ def test_a_nan_loss_that_training_recovered_from_is_not_blamed():
     assert diagnose_log([*after, spike]).reason == "LossSpike"
 
 
+def test_an_exception_in_a_thread_header_is_an_error_line():
+    from acme.diagnosis.compress import is_error_line
+
+    # Python's header for an exception raised in a thread comes before its traceback (issue 31's first
+    # contact dropped it: a decisive line of the tensorboardX writer's failure).
+    assert is_error_line("Exception in thread Thread-1:")
+    assert not is_error_line("Exception handling in threads is described in the docs")
+    lines = ["epoch 140/140 done", "Exception in thread Thread-1:", "Traceback (most recent call last):",
+             '  File "/usr/lib/python3.10/threading.py", line 1016, in _bootstrap_inner', "OSError: handle is closed"]  # fmt: skip
+    kept = compress_log(lines)
+    assert (2, KIND_ERROR) in [(k.line, k.kind) for k in kept.lines]
+
+
 def test_an_lsf_termination_reason_is_an_error_line():
     from acme.diagnosis.compress import is_error_line
 

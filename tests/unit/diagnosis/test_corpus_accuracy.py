@@ -13,7 +13,7 @@ from __future__ import annotations
 import gzip
 
 import pytest
-from benchmarks.bench_diagnosis_accuracy import GOALS, evaluate, load_corpus, rules_without
+from benchmarks.bench_diagnosis_accuracy import GOALS, NEW_BATCH, evaluate, load_corpus, rules_without
 
 from acme.diagnosis.rules import EXTRA_REASONS, TAXONOMY, UNKNOWN, load_rules
 
@@ -68,6 +68,43 @@ def test_single_lines_meet_the_goals(result):
         print("MISS", miss["source"], miss["expected"], "->", miss["got"], miss["where"][:100])
     assert lines["reason"] >= GOALS["line_reason"]
     assert lines["category"] >= GOALS["line_category"]
+
+
+def test_confidently_wrong_answers_stay_rare(result):
+    """Issue 31: a wrong reason at confidence >= 0.5 on no more than 2% of lines and of logs (a wrong answer
+    said with confidence costs more than an Unknown, which goes to the agent or an operator)."""
+    lines = result["variants"]["rules"]["lines"]
+    logs = result["variants"]["rules"]["logs"]
+    print(f"\nconfidently wrong: lines {lines['confidently_wrong']:.3f} ({lines['confidently_wrong_n']} of "
+          f"{lines['total']}), logs {logs['confidently_wrong']:.3f} ({logs['confidently_wrong_n']} of {logs['total']}); "
+          f"Unknown: lines {lines['unknown_share']:.3f}, logs {logs['unknown_share']:.3f}; "
+          f"evidence holds a decisive line on {logs['evidence_has_decisive']:.3f} of the logs")  # fmt: skip
+    for miss in lines["misses"] + logs["misses"]:
+        if miss["got"] != "Unknown" and miss["confidence"] >= 0.5:
+            print(
+                "CONFIDENTLY WRONG",
+                miss["where"][:100],
+                miss["expected"],
+                "->",
+                miss["got"],
+                miss["confidence"],
+            )
+    assert lines["confidently_wrong"] <= GOALS["line_confidently_wrong"]
+    assert logs["confidently_wrong"] <= GOALS["log_confidently_wrong"]
+
+
+def test_the_newest_batch_meets_the_first_contact_goal(result):
+    """The newest batch of whole logs (logs.yaml's ``batch``), scored now: at least 85% right. Its figure at
+    first contact, before the changes made for it, is in docs/diagnosis-accuracy.md."""
+    batches = result["variants"]["rules"]["logs"]["batches"]
+    batch = batches[NEW_BATCH]
+    print(f"\nbatch {NEW_BATCH}: {batch['right']} of {batch['total']} right, confidently wrong "
+          f"{batch['confidently_wrong']:.3f}, Unknown {batch['unknown_share']:.3f}, evidence holds a decisive "
+          f"line {batch['evidence_has_decisive']:.3f}; misses {batch['misses']}")  # fmt: skip
+    _, logs = load_corpus()
+    assert batch["total"] >= 20 and all(not log.excerpt for log in logs if log.batch == NEW_BATCH)
+    assert batch["reason"] >= GOALS["new_batch_reason"]
+    assert batch["confidently_wrong"] <= GOALS["log_confidently_wrong"]
 
 
 # The logs diagnosed wrong, each explained in docs/diagnosis-accuracy.md ("Every miss, and why").
