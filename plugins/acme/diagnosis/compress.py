@@ -680,7 +680,7 @@ def compress_log(
 
 def compress_cli(log_path: str | Path, out_path: str | Path) -> dict[str, Any]:
     """Compress ``log_path`` into ``out_path`` (secrets redacted); return the headline stats."""
-    from acme.diagnosis.rules import redact
+    from acme.secrets import redact
 
     compressed = compress_log(log_path)
     out = Path(out_path)

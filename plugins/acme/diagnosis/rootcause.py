@@ -94,7 +94,7 @@ class RaisedException:
 
 def reason_of_exception(name: str) -> str | None:
     """The taxonomy reason of an exception class (by its last name), through the built-in hierarchy."""
-    from acme.diagnosis.rules import EXTRA_REASONS, TAXONOMY
+    from acme.diagnosis.taxonomy import EXTRA_REASONS, TAXONOMY
 
     known = {**TAXONOMY, **EXTRA_REASONS}
     cls_name = name.rsplit(".", 1)[-1]
