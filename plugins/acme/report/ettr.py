@@ -20,22 +20,25 @@ the queueing between jobs is counted.
 
 **Time accounting** per campaign, from its first job's start to its last job's end (wall time):
 
-* *lost since the last checkpoint*: from the checkpoint the next job resumed from to the end of the
-  interrupted job (all of the job's time after its own resume when the next job resumed from an
-  older checkpoint; to the job's end when nothing resumed from it yet);
-* *start-up and restart latency*: from a job's start to its resume event (launch, loading the
-  checkpoint, warm-up);
-* *queueing after a crash*: from an interrupted job's end to the next job's start;
+* *rework since the last checkpoint*: from the checkpoint the next job resumed from to the failure's onset
+  (all of the job's time after its own resume when the next job resumed from an older checkpoint; to the
+  job's end when nothing resumed from it yet);
+* *hangs before detection*: a hang's onset to its detection -- from the detector's episode
+  (``detection/episodes/...``) when there is one, else, for a NCCLTimeoutError, the watchdog's
+  ``WATCHDOG_TIMEOUT_MIN`` before the job's end (estimated);
+* *start-up to the first step*: from a job's start to its resume event (launch, loading the checkpoint,
+  warm-up);
+* *queueing after a crash*: from the failure being declared (a crash's end, a hang's detection) to the next
+  job's start; the recovery action logs of ``recover_training`` say how much of it was the recovery's work;
 * *checkpoint stalls*: the training time blocked by saves (``duration_s``);
 * *productive time* = wall - all of the above; ETTR = productive / wall. GPU-hours lost to failures
-  multiply the lost progress, the restarts' latency and the queueing by the GPUs of the job concerned
+  multiply the rework, the hangs, the restarts' latency and the queueing by the GPUs of the job concerned
   (queueing: the next job's); the first job's start-up and the stalls are not charged to a failure.
 
-The interrupting reason is the job's diagnosis (the newest record of ``diagnoses/``) or else its final
-state. **What-if**: with ``n`` interruptions over ``P`` productive hours, save stall ``C``, interval
-``I``, restart latency ``L`` and queueing ``Q``, the expected ETTR is ``P / (P + P*C/I + n*(I/2 + L +
-Q))`` (a failure loses on average half an interval); the table evaluates it for other intervals and
-latencies, with Young's optimum ``I* = sqrt(2*C*MTBF)``.
+MTBF = the jobs' run time until a failure's onset (the last job's until its end) per failure; MTTR = the mean
+time from a failure being declared to the next job's first step. The interrupting reason is the job's
+diagnosis (the newest record of ``diagnoses/``) or else its final state. Where each figure comes from, the
+checkpoint-interval advice and the what-if model: :mod:`acme.report.goodput`.
 """
 
 from __future__ import annotations

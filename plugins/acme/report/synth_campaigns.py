@@ -20,14 +20,24 @@ loading the checkpoint)
 resubmission + queueing       2 h, by a person        5 min, automatic
 rollbacks (loss spike:        15 % of restarts        5 %
 resume two saves back)
+hangs (NCCL timeouts)         20 % of failures        20 %
+hang found after              10 min (the watchdog)   4 min (acme.detection)
 ============================  ======================  ======================
+
+A failure strikes from a job's start (also while it starts up: such a job never resumed); a hang stops the
+job's progress at its onset and runs on until the watchdog kills it (104B: no detection evidence, the
+report estimates it) or the detector finds it (123B: a detection episode, killed a minute or two later).
+Every 123B failure is recovered by ``recover_training`` (an action log from 30 % into the gap to the
+resubmission).
 
 Failure reasons follow the infrastructure-heavy mix of pretraining failures in the paper's Table 3
 (NVLinkError, CUDAError, NodeFailure, ECCError, NetworkError, NCCLTimeoutError, ...).
 
 ``write_synth_campaigns(lake, cluster)`` publishes them through the real paths: the jobs as a ``sacct``
 export (``ingest_job_file``: job type Pretrain from the name), the checkpoint events as
-``checkpoints/cluster=<c>/date=<d>/events.parquet``, the failures' diagnoses as diagnosis records.
+``checkpoints/cluster=<c>/date=<d>/events.parquet``, the failures' diagnoses as diagnosis records, the
+detector's hang episodes and evidence logs, the recoveries' action logs. ``simulate`` is also the simulator
+the what-if model is checked on (``acme.report.goodput_validation``).
 The same seed gives the same campaigns.
 """
 
