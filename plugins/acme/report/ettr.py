@@ -589,9 +589,10 @@ def attach_ettr(report: Characterization, lake: Lake) -> None:
     tables = account(jobs, events, reasons, campaign_of, until, evidence)
     report.tables.update(tables)
     campaigns, reasons = tables["ettr_campaigns"], tables["ettr_reasons"]
+    advice = {row["campaign"]: row for row in tables["ettr_advice"].to_dict("records")}
     parts = [
         f"{row['campaign']}: ETTR {pct(row['ettr'])} over {row['wall_h']:.0f} h, {row['interruptions']} "
-        f"interruptions, {row['gpu_hours_lost']:,.0f} GPU-h lost"
+        f"interruptions, {row['gpu_hours_lost']:,.0f} GPU-h lost" + _advice_text(advice.get(row["campaign"]))
         for row in campaigns.sort_values("gpu_hours_lost", ascending=False).head(3).to_dict("records")
     ]
     if len(reasons) and reasons["gpu_hours_lost"].sum():
@@ -604,6 +605,21 @@ def attach_ettr(report: Characterization, lake: Lake) -> None:
     }
     report.figures.append(
         FigureSpec("ettr_progress", SECTION, SECTION_TITLE, "; ".join(parts), list(tables), True)
+    )
+
+
+def _advice_text(advice: dict[str, Any] | None) -> str:
+    """The finding's clause of a campaign's checkpoint advice (empty without one)."""
+    if (
+        not advice
+        or advice["young_daly_interval_min"] is None
+        or advice["young_daly_interval_min"] != advice["young_daly_interval_min"]
+    ):
+        return ""
+    return (
+        f" (MTBF {advice['mtbf_h']:.1f} h; checkpointing every {advice['young_daly_interval_min']:.0f} min, "
+        f"Young/Daly's, instead of {advice['interval_used_min']:.0f} min: model ETTR "
+        f"{100 * advice['model_ettr_young_daly']:.1f}% instead of {100 * advice['model_ettr_used_interval']:.1f}%)"
     )
 
 
