@@ -160,6 +160,8 @@ bench: $(STAMP)
 	$(PY) benchmarks/bench_ingest_metrics.py
 	$(PY) benchmarks/bench_stream_memory.py
 	$(PY) benchmarks/bench_detect_hangs.py --sweep
+	$(PY) benchmarks/bench_trainlog_slowdown.py
+	$(PY) benchmarks/bench_ettr_whatif.py --campaigns 16
 	$(PY) benchmarks/bench_eval_backends.py
 	$(PY) benchmarks/bench_agent.py --limit 20
 

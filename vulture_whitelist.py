@@ -55,6 +55,10 @@ _.first_inference_s  # simulator lower bound part, read by tests
 iter_training_log  # Makefile demo logs, stack/nightly_day.py, benchmarks
 write_checkpoint  # Makefile demo checkpoints, benchmarks/bench_crash_to_restart.py
 telemetry_from_synth  # benchmarks/bench_detect_hangs.py (and the detection tests)
+synth_run  # benchmarks/bench_trainlog_slowdown.py (and tests/unit/detection/test_trainlog.py)
+megatron_log  # benchmarks/bench_trainlog_slowdown.py (and tests/unit/detection/test_trainlog.py)
+deepspeed_log  # benchmarks/bench_trainlog_slowdown.py (and tests/unit/detection/test_trainlog.py)
+hf_trainer_log  # benchmarks/bench_trainlog_slowdown.py (and tests/unit/detection/test_trainlog.py)
 build_lake  # acme.detection.scenario: benchmarks/bench_detect_hangs.py's lake pass (and the detection tests)
 step_of  # acme.detection.scenario: benchmarks/bench_detect_hangs.py's lake pass (and the detection tests)
 _.undecided_nodes  # benchmarks/bench_locate_faults.py

@@ -72,6 +72,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_report(commands)
     _add_detect_hangs(commands)
     _add_synth_campaigns(commands)
+    _add_detect_slowdowns(commands)
     return parser
 
 
@@ -386,6 +387,23 @@ def _detect_hangs(args: argparse.Namespace) -> dict:
     from acme.detection.run import detect_hangs_cli
 
     return detect_hangs_cli(args.lake, args.cluster, args.at, args.window)
+
+
+def _add_detect_slowdowns(commands: argparse._SubParsersAction) -> None:
+    slow = commands.add_parser(
+        "detect-slowdowns",
+        help="slow periods of a training run from its log (Megatron, DeepSpeed, HF Trainer)",
+    )
+    slow.add_argument("--log", required=True, help="the training log (local path)")
+    slow.add_argument("--format", choices=["megatron", "deepspeed", "hf-trainer", "greyhound"])
+    slow.add_argument("--min-slowdown", type=float, default=0.10, help="smallest slowdown of interest (0.10)")
+    slow.set_defaults(handler=_detect_slowdowns)
+
+
+def _detect_slowdowns(args: argparse.Namespace) -> dict:
+    from acme.detection.slowdown import slowdowns_of_log
+
+    return slowdowns_of_log(args.log, args.format, args.min_slowdown)
 
 
 def _synth_campaigns(args: argparse.Namespace) -> dict:

@@ -20,22 +20,25 @@ the queueing between jobs is counted.
 
 **Time accounting** per campaign, from its first job's start to its last job's end (wall time):
 
-* *lost since the last checkpoint*: from the checkpoint the next job resumed from to the end of the
-  interrupted job (all of the job's time after its own resume when the next job resumed from an
-  older checkpoint; to the job's end when nothing resumed from it yet);
-* *start-up and restart latency*: from a job's start to its resume event (launch, loading the
-  checkpoint, warm-up);
-* *queueing after a crash*: from an interrupted job's end to the next job's start;
+* *rework since the last checkpoint*: from the checkpoint the next job resumed from to the failure's onset
+  (all of the job's time after its own resume when the next job resumed from an older checkpoint; to the
+  job's end when nothing resumed from it yet);
+* *hangs before detection*: a hang's onset to its detection -- from the detector's episode
+  (``detection/episodes/...``) when there is one, else, for a NCCLTimeoutError, the watchdog's
+  ``WATCHDOG_TIMEOUT_MIN`` before the job's end (estimated);
+* *start-up to the first step*: from a job's start to its resume event (launch, loading the checkpoint,
+  warm-up);
+* *queueing after a crash*: from the failure being declared (a crash's end, a hang's detection) to the next
+  job's start; the recovery action logs of ``recover_training`` say how much of it was the recovery's work;
 * *checkpoint stalls*: the training time blocked by saves (``duration_s``);
 * *productive time* = wall - all of the above; ETTR = productive / wall. GPU-hours lost to failures
-  multiply the lost progress, the restarts' latency and the queueing by the GPUs of the job concerned
+  multiply the rework, the hangs, the restarts' latency and the queueing by the GPUs of the job concerned
   (queueing: the next job's); the first job's start-up and the stalls are not charged to a failure.
 
-The interrupting reason is the job's diagnosis (the newest record of ``diagnoses/``) or else its final
-state. **What-if**: with ``n`` interruptions over ``P`` productive hours, save stall ``C``, interval
-``I``, restart latency ``L`` and queueing ``Q``, the expected ETTR is ``P / (P + P*C/I + n*(I/2 + L +
-Q))`` (a failure loses on average half an interval); the table evaluates it for other intervals and
-latencies, with Young's optimum ``I* = sqrt(2*C*MTBF)``.
+MTBF = the jobs' run time until a failure's onset (the last job's until its end) per failure; MTTR = the mean
+time from a failure being declared to the next job's first step. The interrupting reason is the job's
+diagnosis (the newest record of ``diagnoses/``) or else its final state. Where each figure comes from, the
+checkpoint-interval advice and the what-if model: :mod:`acme.report.goodput`.
 """
 
 from __future__ import annotations
@@ -61,10 +64,18 @@ JOB_COLUMNS = ("job_id", "job_name", "user", "job_type", "state", "submit_time",
                "gpu_num")  # fmt: skip
 CAMPAIGN_COLUMNS = ["campaign", "user", "jobs", "interruptions", "first_start", "last_end", "gpus_max", "wall_h",
                     "productive_h", "ettr", "lost_since_checkpoint_h", "restart_latency_h", "queue_after_crash_h",
-                    "checkpoint_stall_h", "gpu_hours_lost", "checkpoint_interval_min", "checkpoint_stall_s",
-                    "restart_latency_min", "queue_min", "checkpoint_events"]  # fmt: skip
-WHATIF_INTERVALS_MIN = (15, 30, 60, 120, 240)
-WHATIF_LATENCIES_MIN = (5, 15, 60, 180)
+                    "checkpoint_stall_h", "hang_before_detection_h", "gpu_hours_lost", "checkpoint_interval_min",
+                    "checkpoint_stall_s", "restart_latency_min", "queue_min", "checkpoint_events", "exposure_h",
+                    "mtbf_h", "mttr_min", "startup_mean_min", "queue_mean_min", "hangs", "hang_detect_min",
+                    "rollback_share", "rollback_depth", "jobs_resumed", "hangs_with_evidence", "recoveries_logged",
+                    "recovery_actions_h"]  # fmt: skip
+WATCHDOG_TIMEOUT_MIN = 10.0
+"""How long a hang lasts when no detection evidence says: Megatron-LM's ``--distributed-timeout-minutes``
+default, after which the NCCL watchdog kills the job (the hang's failure, NCCLTimeoutError)."""
+HANG_REASONS = frozenset({"NCCLTimeoutError"})
+INTERRUPTION_COLUMNS = ["campaign", "job_id", "ended_at", "state", "reason", "lost_since_checkpoint_h",
+                        "hang_before_detection_h", "hang_evidence", "restart_latency_h", "queue_after_crash_h",
+                        "recovery_actions_h", "time_to_recover_h", "saves_skipped", "gpu_hours_lost"]  # fmt: skip
 
 
 def base_name(job_name: str) -> str:
@@ -140,6 +151,48 @@ def diagnosed_reasons(lake: Lake, cluster: str, days: list[str]) -> dict[str, st
     return {str(k): str(v) for k, v in newest["reason"].items()}
 
 
+@dataclass
+class FailureEvidence:
+    """What the detector and the recovery wrote about a campaign's failures (see :func:`failure_evidence`)."""
+
+    hangs: dict[str, tuple[datetime, datetime]] = field(default_factory=dict)  # job -> (onset, detected at)
+    recoveries: dict[str, float] = field(default_factory=dict)  # job -> seconds, first step to restart
+
+
+def failure_evidence(lake: Lake, cluster: str, job_ids: list[str]) -> FailureEvidence:
+    """The hang episodes of ``acme.detection`` (``detection/episodes/.../{hang,stall}.json``: onset = the
+    episode's ``since``, detected = its ``first_detected``) and the action logs of ``acme.recovery``
+    (``recovery/cluster=<c>/job=<id>/<recovery>/actions.jsonl``: from the first step's start to the end of the
+    ``restart`` step that was done, not a dry run) of the given jobs."""
+    import json
+
+    from acme import lake_keys
+    from acme.lake_keys import safe_name
+
+    found = FailureEvidence()
+    for job_id in job_ids:
+        for kind in ("hang", "stall"):
+            episode = lake.read_json(lake_keys.detection_episode(cluster, job_id, kind), default=None)
+            if episode and job_id not in found.hangs:
+                onset = datetime.strptime(str(episode["episode"])[:15], "%Y%m%dT%H%M%S").replace(tzinfo=UTC)
+                found.hangs[job_id] = (onset, datetime.fromisoformat(episode["first_detected"]))
+        if safe_name(job_id) != job_id:
+            continue
+        for key in lake.list(lake_keys.recovery_job(cluster, job_id)):
+            if not key.endswith("/actions.jsonl"):
+                continue
+            records = [
+                json.loads(line) for line in lake.read_bytes(key).decode().splitlines() if line.strip()
+            ]
+            restarts = [r for r in records if r.get("step") == "restart" and r.get("status") == "done"
+                        and not r.get("dry_run")]  # fmt: skip
+            if restarts:
+                first = min(datetime.fromisoformat(r["started_at"]) for r in records)
+                last = max(datetime.fromisoformat(r["ended_at"]) for r in restarts)
+                found.recoveries[job_id] = found.recoveries.get(job_id, 0.0) + (last - first).total_seconds()
+    return found
+
+
 # --- linking ----------------------------------------------------------------------------------------
 
 
@@ -190,9 +243,20 @@ class _Campaign:
 
     name: str
     totals: dict[str, float] = field(
-        default_factory=lambda: {"lost_ckpt": 0.0, "restart": 0.0, "queue": 0.0, "stall": 0.0}
+        default_factory=lambda: {"lost_ckpt": 0.0, "restart": 0.0, "queue": 0.0, "stall": 0.0, "hang": 0.0}
     )
-    gpu_h: dict[str, float] = field(default_factory=lambda: {"lost_ckpt": 0.0, "restart": 0.0, "queue": 0.0})
+    gpu_h: dict[str, float] = field(
+        default_factory=lambda: {"lost_ckpt": 0.0, "restart": 0.0, "queue": 0.0, "hang": 0.0}
+    )
+    exposure: float = 0.0  # seconds the jobs ran until a failure's onset (or their end): MTBF's denominator
+    startups: list[float] = field(default_factory=list)  # every resumed job's start -> resume
+    hang_delays: list[float] = field(default_factory=list)
+    skipped: list[int] = field(
+        default_factory=list
+    )  # saves after the one resumed from (to the onset), per failure
+    recovery_s: list[float] = field(default_factory=list)
+    hangs_with_evidence: int = 0
+    resumed: int = 0
     saves: list[tuple[int, datetime, float]] = field(default_factory=list)
     latencies: list[float] = field(default_factory=list)
     queues: list[float] = field(default_factory=list)
@@ -207,10 +271,23 @@ def account(
     reasons: dict[str, str],
     campaign_of: dict[str, str],
     until: datetime,
+    evidence: FailureEvidence | None = None,
 ) -> dict[str, pd.DataFrame]:
-    """The section's tables: ``ettr_campaigns``, ``ettr_interruptions``, ``ettr_reasons``, ``ettr_whatif``,
-    ``ettr_progress`` (see the module doc)."""
+    """The section's tables: ``ettr_campaigns``, ``ettr_interruptions``, ``ettr_reasons``, ``ettr_progress``,
+    and from :mod:`acme.report.goodput` ``ettr_sources``, ``ettr_advice``, ``ettr_whatif`` (see the module
+    doc)."""
     import pandas as pd
+
+    from acme.report import goodput
+
+    evidence = evidence or FailureEvidence()
+    save_times = {}
+    if not events.empty:
+        saved = events[events["event"] == "save"]
+        save_times = {
+            (str(j), int(st)): a.to_pydatetime()
+            for j, st, a in zip(saved["job_id"], saved["step"], saved["at"], strict=True)
+        }
 
     by_job = {str(j): g.sort_values("at") for j, g in events.groupby("job_id")} if not events.empty else {}
     campaigns, interruptions, progress = [], [], []
@@ -220,18 +297,14 @@ def account(
         records = members.to_dict("records")
         for index, job in enumerate(records):
             following = records[index + 1] if index + 1 < len(records) else None
-            _account_job(tally, job, following, index, by_job, reasons, until)
+            _account_job(tally, job, following, index, (by_job, reasons, evidence, save_times), until)
         campaigns.append(_campaign_row(tally, records, by_job, until))
         interruptions += tally.interruptions
         progress += tally.progress
     campaigns_frame = pd.DataFrame(campaigns, columns=CAMPAIGN_COLUMNS)
     if len(campaigns_frame):
         campaigns_frame = campaigns_frame.sort_values("first_start").reset_index(drop=True)
-    interruptions_frame = pd.DataFrame(
-        interruptions,
-        columns=["campaign", "job_id", "ended_at", "state", "reason", "lost_since_checkpoint_h",
-                 "restart_latency_h", "queue_after_crash_h", "gpu_hours_lost"],
-    )  # fmt: skip
+    interruptions_frame = pd.DataFrame(interruptions, columns=INTERRUPTION_COLUMNS)
     reasons_frame = (
         interruptions_frame.groupby("reason", as_index=False)
         .agg(interruptions=("job_id", "count"), gpu_hours_lost=("gpu_hours_lost", "sum"))
@@ -244,8 +317,10 @@ def account(
         "ettr_campaigns": campaigns_frame,
         "ettr_interruptions": interruptions_frame,
         "ettr_reasons": reasons_frame,
-        "ettr_whatif": whatif(campaigns_frame),
         "ettr_progress": pd.DataFrame(progress, columns=["campaign", "job_id", "at", "step", "kind"]),
+        "ettr_sources": goodput.sources(campaigns_frame),
+        "ettr_advice": goodput.advice(campaigns_frame),
+        "ettr_whatif": goodput.whatif(campaigns_frame),
     }
 
 
@@ -271,11 +346,12 @@ def _account_job(
     job: dict,
     following: dict | None,
     index: int,
-    by_job: dict,
-    reasons: dict,
+    sources: tuple[dict, dict, FailureEvidence, dict],
     until: datetime,
 ) -> None:
-    """Add one job of the campaign (``following``: the job that restarted it) to ``tally``."""
+    """Add one job of the campaign (``following``: the job that restarted it) to ``tally``; ``sources``:
+    checkpoint events by job, diagnosed reasons, detection and recovery evidence, (job, step) -> save time."""
+    by_job = sources[0]
     job_id = str(job["job_id"])
     start = job["start_time"].to_pydatetime()
     end = _end_of(job, by_job.get(job_id), until)
@@ -283,37 +359,66 @@ def _account_job(
     mine = by_job.get(job_id)
     tally.has_events = tally.has_events or (mine is not None and len(mine) > 0)
     resume_at, resume_step, saves = _job_checkpoints(mine, start)
+    if resume_at == start and tally.saves:  # never resumed (failed while starting): still at the last save
+        resume_step = tally.saves[-1][0]
     latency = max(0.0, (min(resume_at, end) - start).total_seconds())
     tally.totals["restart"] += latency  # the first job's start-up is not productive either ...
+    if resume_at > start:
+        tally.startups.append(latency)
+        tally.resumed += 1
     if index:  # ... but only a restart's latency is lost to a failure
         tally.gpu_h["restart"] += latency * gpus / 3600
-        tally.latencies.append(latency)
+        if resume_at > start:
+            tally.latencies.append(latency)
     tally.totals["stall"] += sum(d for _, _, d in saves)
     tally.saves.extend(saves)
     tally.progress.append(_progress_row(tally.name, job_id, resume_at, resume_step, "resume"))
     tally.progress += [_progress_row(tally.name, job_id, a, s, "save") for s, a, _ in saves]
     step_at_end = _step_at(saves, resume_at, resume_step, end)
     if following is None and job["state"] in ("COMPLETED", "RUNNING"):
+        tally.exposure += (end - start).total_seconds()
         tally.progress.append(_progress_row(tally.name, job_id, end, step_at_end, "end"))
         return
-    _account_interruption(tally, job, following, by_job, reasons, (resume_at, end, saves))
+    onset = _account_interruption(tally, job, following, sources, (resume_at, end, saves))
+    tally.exposure += max(0.0, (onset - start).total_seconds())
     tally.progress.append(_progress_row(tally.name, job_id, end, step_at_end, "failure"))
 
 
+def _hang_span(
+    tally: _Campaign, job_id: str, reason: str, floor: datetime, end: datetime, evidence: FailureEvidence
+) -> tuple[datetime, datetime, str]:
+    """(onset, declared, evidence) of an interrupted job's failure: a detected hang from its episode; a hang
+    without one (reason NCCLTimeoutError) ended by the watchdog, ``WATCHDOG_TIMEOUT_MIN`` before the job's end;
+    a crash at the job's end."""
+    if job_id in evidence.hangs:
+        onset, detected = evidence.hangs[job_id]
+        onset = min(max(onset, floor), end)
+        tally.hangs_with_evidence += 1
+        return onset, min(max(detected, onset), end), "detection episode"
+    if reason in HANG_REASONS:
+        return max(floor, end - timedelta(minutes=WATCHDOG_TIMEOUT_MIN)), end, "watchdog timeout (estimated)"
+    return end, end, ""
+
+
 def _account_interruption(
-    tally: _Campaign, job: dict, following: dict | None, by_job: dict, reasons: dict, span: tuple
-) -> None:
-    """Add an interrupted job's losses: progress since the checkpoint its restart used, the restart's
-    latency and the queueing before it."""
+    tally: _Campaign, job: dict, following: dict | None, sources: tuple, span: tuple
+) -> datetime:
+    """Add an interrupted job's losses: progress since the checkpoint its restart used (until the failure's
+    onset), a hang until its detection, the queueing from then to the restart and the restart's latency.
+    Returns the failure's onset."""
+    by_job, reasons, evidence, save_times = sources
     resume_at, end, saves = span
     job_id, gpus = str(job["job_id"]), float(job["gpu_num"])
     next_resume = _resume_of(by_job.get(str(following["job_id"]))) if following is not None else None
     kept_at = next((a for s, a, _ in saves if next_resume is not None and s == next_resume[1]), None)
     if kept_at is None and next_resume is None and saves:
         kept_at = saves[-1][1]  # nothing resumed yet: the last save is what a restart would use
-    lost = max(0.0, (end - kept_at).total_seconds() if kept_at else (end - resume_at).total_seconds())
+    reason = reasons.get(job_id) or str(job["state"])
+    onset, declared, hang_evidence = _hang_span(tally, job_id, reason, kept_at or resume_at, end, evidence)
+    lost = max(0.0, (onset - (kept_at or resume_at)).total_seconds())
+    hang = max(0.0, (declared - onset).total_seconds())
     queue = (
-        max(0.0, (following["start_time"].to_pydatetime() - end).total_seconds())
+        max(0.0, (following["start_time"].to_pydatetime() - declared).total_seconds())
         if following is not None
         else 0.0
     )
@@ -323,17 +428,36 @@ def _account_interruption(
         if following is not None and next_resume is not None
         else 0.0
     )
+    resumed_save = (
+        _resumed_save(by_job.get(str(following["job_id"])), save_times) if following is not None else None
+    )
+    # Saves made after the checkpoint the restart used (a rollback past a loss spike), whichever job made them.
+    skipped = sum(1 for _, a, _ in tally.saves if resumed_save is not None and resumed_save < a <= onset)
     tally.totals["lost_ckpt"] += lost
+    tally.totals["hang"] += hang
     tally.totals["queue"] += queue
     tally.gpu_h["lost_ckpt"] += lost * gpus / 3600
+    tally.gpu_h["hang"] += hang * gpus / 3600
     tally.gpu_h["queue"] += queue * next_gpus / 3600
     tally.queues.append(queue)
+    if hang_evidence:
+        tally.hang_delays.append(hang)
+    if resumed_save is not None:
+        tally.skipped.append(skipped)
+    recovery = evidence.recoveries.get(job_id)
+    if recovery is not None:
+        tally.recovery_s.append(recovery)
     tally.interruptions.append({
-        "campaign": tally.name, "job_id": job_id, "ended_at": end, "state": job["state"],
-        "reason": reasons.get(job_id) or str(job["state"]), "lost_since_checkpoint_h": lost / 3600,
-        "restart_latency_h": next_latency / 3600, "queue_after_crash_h": queue / 3600,
-        "gpu_hours_lost": (lost * gpus + next_latency * next_gpus + queue * next_gpus) / 3600,
+        "campaign": tally.name, "job_id": job_id, "ended_at": end, "state": job["state"], "reason": reason,
+        "lost_since_checkpoint_h": lost / 3600, "hang_before_detection_h": hang / 3600,
+        "hang_evidence": hang_evidence, "restart_latency_h": next_latency / 3600,
+        "queue_after_crash_h": queue / 3600,
+        "recovery_actions_h": None if recovery is None else recovery / 3600,
+        "time_to_recover_h": (queue + next_latency) / 3600 if following is not None else None,
+        "saves_skipped": skipped,
+        "gpu_hours_lost": (lost * gpus + hang * gpus + next_latency * next_gpus + queue * next_gpus) / 3600,
     })  # fmt: skip
+    return onset
 
 
 def _campaign_row(tally: _Campaign, members: list[dict], by_job: dict, until: datetime) -> dict[str, Any]:
@@ -358,45 +482,32 @@ def _campaign_row(tally: _Campaign, members: list[dict], by_job: dict, until: da
         "restart_latency_min": _median(tally.latencies) / 60 if tally.latencies else None,
         "queue_min": _median(tally.queues) / 60 if tally.queues else None,
         "checkpoint_events": tally.has_events,
+        "hang_before_detection_h": tally.totals["hang"] / 3600, **_failure_figures(tally),
     }  # fmt: skip
 
 
-def whatif(campaigns: pd.DataFrame) -> pd.DataFrame:
-    """Expected ETTR of each campaign under other checkpoint intervals and restart latencies."""
-    import math
+def _failure_figures(tally: _Campaign) -> dict[str, Any]:
+    """MTBF (exposure per failure), mean time to recover (failure declared -> the next job's resume) and the
+    means the what-if model of :mod:`acme.report.goodput` takes."""
+    import statistics
 
-    import pandas as pd
-
-    rows = []
-    for campaign in campaigns.to_dict("records") if len(campaigns) else []:
-        failures = campaign["interruptions"]
-        productive = campaign["productive_h"]
-        stall_h = (campaign["checkpoint_stall_s"] or 0) / 3600
-        queue_h = (campaign["queue_min"] or 0) / 60
-        interval_h = (campaign["checkpoint_interval_min"] or 0) / 60
-        latency_h = (campaign["restart_latency_min"] or 0) / 60
-        if not failures or productive <= 0 or not interval_h:
-            continue
-        mtbf_h = productive / failures
-
-        def expected(i_h: float, l_h: float, p=productive, c=stall_h, n=failures, q=queue_h) -> float:
-            return p / (p + p * c / i_h + n * (i_h / 2 + l_h + q))
-
-        optimum = math.sqrt(2 * stall_h * mtbf_h) if stall_h else None
-        row = {
-            "campaign": campaign["campaign"], "mtbf_h": mtbf_h, "measured_ettr": campaign["ettr"],
-            "model_ettr": expected(interval_h, latency_h), "interval_min": interval_h * 60,
-            "restart_latency_min": latency_h * 60, "young_optimal_interval_min": optimum * 60 if optimum else None,
-        }  # fmt: skip
-        for minutes in WHATIF_INTERVALS_MIN:
-            row[f"ettr_interval_{minutes}min"] = expected(minutes / 60, latency_h)
-        for minutes in WHATIF_LATENCIES_MIN:
-            row[f"ettr_latency_{minutes}min"] = expected(interval_h, minutes / 60)
-        rows.append(row)
-    columns = ["campaign", "mtbf_h", "measured_ettr", "model_ettr", "interval_min", "restart_latency_min",
-               "young_optimal_interval_min"] + [f"ettr_interval_{m}min" for m in WHATIF_INTERVALS_MIN] + [
-               f"ettr_latency_{m}min" for m in WHATIF_LATENCIES_MIN]  # fmt: skip
-    return pd.DataFrame(rows, columns=columns)
+    failures = len(tally.interruptions)
+    recovered = [r["time_to_recover_h"] for r in tally.interruptions if r["time_to_recover_h"] is not None]
+    return {
+        "exposure_h": tally.exposure / 3600,
+        "mtbf_h": tally.exposure / 3600 / failures if failures else None,
+        "mttr_min": 60 * statistics.fmean(recovered) if recovered else None,
+        "startup_mean_min": statistics.fmean(tally.startups) / 60 if tally.startups else None,
+        "queue_mean_min": statistics.fmean(tally.queues) / 60 if tally.queues else None,
+        "hangs": len(tally.hang_delays),
+        "hang_detect_min": statistics.fmean(tally.hang_delays) / 60 if tally.hang_delays else None,
+        "rollback_share": sum(1 for k in tally.skipped if k) / len(tally.skipped) if tally.skipped else None,
+        "rollback_depth": statistics.fmean(k for k in tally.skipped if k) if any(tally.skipped) else None,
+        "jobs_resumed": tally.resumed,
+        "hangs_with_evidence": tally.hangs_with_evidence,
+        "recoveries_logged": len(tally.recovery_s),
+        "recovery_actions_h": sum(tally.recovery_s) / 3600,
+    }
 
 
 def _median(values: list[float]) -> float:
@@ -411,6 +522,16 @@ def _end_of(job: dict, events, until: datetime) -> datetime:
         return end.to_pydatetime()
     latest = events["at"].max().to_pydatetime() if events is not None and len(events) else None
     return max(job["start_time"].to_pydatetime(), min(latest or until, until))
+
+
+def _resumed_save(events, save_times: dict) -> datetime | None:
+    """When the save a job resumed from was made (None: no resume, or from a save not in the events)."""
+    if events is None or not len(events):
+        return None
+    resumed = events[(events["event"] == "resume") & events["source_job_id"].notna()]
+    if not len(resumed):
+        return None
+    return save_times.get((str(resumed["source_job_id"].iloc[0]), int(resumed["step"].iloc[0])))
 
 
 def _resume_of(events) -> tuple[datetime, int] | None:
@@ -462,12 +583,16 @@ def attach_ettr(report: Characterization, lake: Lake) -> None:
     events = checkpoint_events(lake, report.cluster, event_days)
     events = events[events["job_id"].astype(str).isin(set(jobs["job_id"].astype(str)))]
     campaign_of = link_campaigns(jobs, events)
-    tables = account(jobs, events, diagnosed_reasons(lake, report.cluster, report.days), campaign_of, until)
+    reasons = diagnosed_reasons(lake, report.cluster, report.days)
+    failed = [str(j) for j, state in zip(jobs["job_id"], jobs["state"], strict=True) if state != "COMPLETED"]
+    evidence = failure_evidence(lake, report.cluster, failed)
+    tables = account(jobs, events, reasons, campaign_of, until, evidence)
     report.tables.update(tables)
     campaigns, reasons = tables["ettr_campaigns"], tables["ettr_reasons"]
+    advice = {row["campaign"]: row for row in tables["ettr_advice"].to_dict("records")}
     parts = [
         f"{row['campaign']}: ETTR {pct(row['ettr'])} over {row['wall_h']:.0f} h, {row['interruptions']} "
-        f"interruptions, {row['gpu_hours_lost']:,.0f} GPU-h lost"
+        f"interruptions, {row['gpu_hours_lost']:,.0f} GPU-h lost" + _advice_text(advice.get(row["campaign"]))
         for row in campaigns.sort_values("gpu_hours_lost", ascending=False).head(3).to_dict("records")
     ]
     if len(reasons) and reasons["gpu_hours_lost"].sum():
@@ -483,6 +608,21 @@ def attach_ettr(report: Characterization, lake: Lake) -> None:
     )
 
 
+def _advice_text(advice: dict[str, Any] | None) -> str:
+    """The finding's clause of a campaign's checkpoint advice (empty without one)."""
+    if (
+        not advice
+        or advice["young_daly_interval_min"] is None
+        or advice["young_daly_interval_min"] != advice["young_daly_interval_min"]
+    ):
+        return ""
+    return (
+        f" (MTBF {advice['mtbf_h']:.1f} h; checkpointing every {advice['young_daly_interval_min']:.0f} min, "
+        f"Young/Daly's, instead of {advice['interval_used_min']:.0f} min: model ETTR "
+        f"{100 * advice['model_ettr_young_daly']:.1f}% instead of {100 * advice['model_ettr_used_interval']:.1f}%)"
+    )
+
+
 def draw_ettr_progress(report: Characterization) -> Figure:
     """Training progress against time per campaign (the paper's Figure 14), interruptions marked."""
     import pandas as pd
@@ -492,11 +632,14 @@ def draw_ettr_progress(report: Characterization) -> Figure:
     campaigns = report.tables["ettr_campaigns"].sort_values("gpu_hours_lost", ascending=False).head(4)
     from acme.report.style import FIGURE_WIDTH_IN, LEGEND_FONT
 
-    # As wide as the page like every figure of the report: two campaigns a row.
+    # As wide as the page like every figure of the report: two campaigns a row, the time breakdown beside them.
     panels = max(1, len(campaigns))
     columns, rows_of_panels = min(2, panels), (panels + 1) // 2
-    figure = Figure(figsize=(FIGURE_WIDTH_IN, 3.8 * rows_of_panels), layout="constrained")
-    axes = [ax for row in figure.subplots(rows_of_panels, columns, squeeze=False) for ax in row]
+    figure = Figure(figsize=(FIGURE_WIDTH_IN, 3.8 * max(1, rows_of_panels)), layout="constrained")
+    halves: Any = figure.subfigures(1, 2, width_ratios=[2.5 if columns == 2 else 1.5, 1.1])
+    left, right = halves[0], halves[1]
+    axes = [ax for row in left.subplots(rows_of_panels, columns, squeeze=False) for ax in row]
+    draw_breakdown(right.subplots(), report.tables["ettr_campaigns"])
     for unused in axes[panels:]:
         unused.set_visible(False)
     for ax, campaign in zip(axes, campaigns.to_dict("records"), strict=False):
@@ -522,3 +665,52 @@ def draw_ettr_progress(report: Characterization) -> Figure:
     axes[0].scatter([], [], marker="x", color="tab:red", label="interruption")
     axes[0].legend(fontsize=LEGEND_FONT, loc="upper left")
     return figure
+
+
+BREAKDOWN = (  # (column of ettr_campaigns, label, colour): the stacked bar's segments, bottom to top
+    ("productive_h", "productive", "tab:green"),
+    ("lost_since_checkpoint_h", "rework since ckpt", "tab:red"),
+    ("hang_before_detection_h", "hang undetected", "tab:purple"),
+    ("queue_after_crash_h", "queue after crash", "tab:orange"),
+    ("restart_latency_h", "start-up", "tab:olive"),
+    ("checkpoint_stall_h", "checkpoint stalls", "tab:gray"),
+)
+
+
+def draw_breakdown(ax, campaigns: pd.DataFrame) -> None:
+    """One stacked bar per campaign: its wall time split into productive time and the lost components (% of
+    wall), the number of failures, MTBF and MTTR under it."""
+    from acme.report.figures import LEGEND_FONT
+
+    rows = campaigns.sort_values("first_start").to_dict("records")
+    labels = []
+    for x, row in enumerate(rows):
+        bottom = 0.0
+        for column, label, colour in BREAKDOWN:
+            share = 100 * float(row[column] or 0) / row["wall_h"]
+            ax.bar(x, share, bottom=bottom, color=colour, width=0.6, label=label if x == 0 else None)
+            if share >= 4:
+                ax.text(
+                    x,
+                    bottom + share / 2,
+                    f"{share:.0f}%",
+                    ha="center",
+                    va="center",
+                    fontsize=7,
+                    color="white",
+                )
+            bottom += share
+        mtbf = f"{row['mtbf_h']:.1f} h" if row["mtbf_h"] == row["mtbf_h"] and row["mtbf_h"] else "n/a"
+        mttr = (
+            f"{row['mttr_min']:.0f} min" if row["mttr_min"] == row["mttr_min"] and row["mttr_min"] else "n/a"
+        )
+        labels.append(
+            f"{str(row['campaign']).split(' (')[0]}\n{row['interruptions']} failures\nMTBF {mtbf}\nMTTR {mttr}"
+        )
+    ax.set_xticks(range(len(rows)), labels, fontsize=7)
+    ax.set_ylim(0, 100)
+    ax.set_ylabel("share of wall time (%)")
+    ax.set_title("where the time went", fontsize=9)
+    handles, names = ax.get_legend_handles_labels()
+    ax.figure.legend(handles[::-1], names[::-1], fontsize=LEGEND_FONT - 2, loc="outside lower center", ncol=2,
+                     frameon=False)  # fmt: skip
