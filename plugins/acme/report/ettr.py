@@ -680,7 +680,7 @@ BREAKDOWN = (  # (column of ettr_campaigns, label, colour): the stacked bar's se
 def draw_breakdown(ax, campaigns: pd.DataFrame) -> None:
     """One stacked bar per campaign: its wall time split into productive time and the lost components (% of
     wall), the number of failures, MTBF and MTTR under it."""
-    from acme.report.figures import LEGEND_FONT
+    from acme.report.style import LEGEND_FONT
 
     rows = campaigns.sort_values("first_start").to_dict("records")
     labels = []
