@@ -46,14 +46,14 @@ from datetime import timedelta
 from airflow.sdk import dag, get_current_context, task
 
 from acme import settings
-from acme.recovery.request import conf_schema
+from acme.recovery.request import conf_json_schema
 from acme.settings import recovery as recovery_settings
 from acme_airflow.defaults import DEFAULT_ARGS, Tag
 from acme_airflow.hitl import RecoveryApprovalOperator
 from acme_airflow.params import params_from_schema
 
 # The Params are the recovery request's JSON schema (acme.recovery.request), the conf the diagnosis sends.
-PARAMS = params_from_schema(conf_schema(recovery_settings().dry_run))
+PARAMS = params_from_schema(conf_json_schema(recovery_settings().dry_run)["properties"])
 
 
 @dag(

@@ -312,3 +312,42 @@ def test_a_triage_answer_over_the_rest_api_becomes_a_rule_that_diagnoses_the_sam
         lake=Lake(str(lake)), agent=None, learn=False,
     )  # fmt: skip
     assert (again.reason, again.source) == ("NVLinkError", "rule")
+
+
+# ------------------------------------------------------------------------------------------ the UI's form
+def test_a_rejection_in_the_ui_form_in_headless_chromium_reaches_the_action_log(hitl_server, tmp_path):
+    """The Required Actions page of the waiting task, as an operator opens it: type a reason, click Reject."""
+    from tests.integration.test_airflow_ui_trigger_form import wait_until
+    from tests.integration.test_report_browser import ARTIFACTS, DevTools, ensure_chromium, headless_chromium
+
+    log = tmp_path / "dags-test.log"
+    process = dags_test(hitl_server, "recover_training", "2026-11-29", live_conf(hitl_server, "ui-reject"), log)
+    try:
+        detail = waiting_question(hitl_server, "recover_training", "approve", process, log)
+        ti = detail["task_instance"]
+        url = f"{hitl_server['base']}/dags/recover_training/runs/{ti['dag_run_id']}/tasks/approve/required_actions"
+        with headless_chromium(ensure_chromium(), tmp_path / "profile") as port:
+            page = DevTools(port)
+            try:
+                for domain in ("Page", "Runtime", "Network"):
+                    page.call(f"{domain}.enable")
+                page.call("Network.setCookie", name="_token", value=token(hitl_server["base"]),
+                          url=f"{hitl_server['base']}/")  # fmt: skip
+                page.open(url)
+                wait_until(page, "document.body.innerText.includes('Approve live recovery')", "the approval form")
+                wait_until(page, "!!document.getElementById('element_reason')", "the Reason field")
+                page.evaluate("document.getElementById('element_reason').focus()")
+                page.call("Input.insertText", text="rack 5 switch maintenance tonight")
+                page.screenshot(ARTIFACTS / "ui_hitl_approval_form.png")
+                wait_until(page, """(() => { const b = Array.from(document.querySelectorAll('button'))
+                    .find(b => b.textContent.trim() === 'Reject'); if (!b || b.disabled) return false;
+                    b.click(); return true; })()""", "the Reject button")  # fmt: skip
+                finished(process, log)
+            finally:
+                page.close()
+    finally:
+        stop(process)
+    approvals, steps = approval_records(hitl_server["lake"], "ui-reject")
+    assert [a["status"] for a in approvals] == ["awaiting", "rejected"]
+    assert approvals[-1]["by"] == "admin" and approvals[-1]["reason"] == "rack 5 switch maintenance tonight"
+    assert steps["restart"] == "planned"

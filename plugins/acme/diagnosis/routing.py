@@ -80,7 +80,7 @@ def route(record: DiagnosisRecord, job: dict[str, Any] | None) -> Route:
 
 def recovery_request(record: DiagnosisRecord, job: dict[str, Any], nodes: list[str]) -> RecoveryRequest:
     """The recovery request for an infrastructure failure of a training job on ``nodes``."""
-    from acme.recovery.request import RecoveryRequest
+    from acme.recovery.request import DIAGNOSIS_SOURCES, MAX_EVIDENCE_LINES, RecoveryRequest
 
     return RecoveryRequest(
         cluster=record.cluster,
@@ -96,6 +96,10 @@ def recovery_request(record: DiagnosisRecord, job: dict[str, Any], nodes: list[s
         dry_run=recovery_dry_run() or record.source == "llm",
         reason=record.reason,
         detected_at=str(job["end_time"]) if job.get("end_time") else None,
+        # What the approval form shows and the auto-approve policy reads (acme.recovery.approval).
+        diagnosis_source=record.source if record.source in DIAGNOSIS_SOURCES else "manual",
+        confidence=round(float(record.confidence), 4),
+        evidence=tuple(str(e.get("text", ""))[:500] for e in record.evidence[:MAX_EVIDENCE_LINES]),
     )
 
 
