@@ -179,7 +179,16 @@ def summary(result: dict[str, Any]) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", action="store_true", help="print the whole result as JSON")
+    parser.add_argument(
+        "--min-confidence",
+        type=float,
+        default=None,
+        help="ACME_TRIAGE_MIN_CONFIDENCE for the replay (default: the setting's default)",
+    )
+    parser.add_argument("--out", type=Path, default=RESULTS, help="where the result is written")
     args = parser.parse_args(argv)
+    if args.min_confidence is not None:
+        os.environ["ACME_TRIAGE_MIN_CONFIDENCE"] = str(args.min_confidence)
     os.environ.setdefault("ACME_DIAGNOSIS_EMBEDDING", "lexical")
     os.environ["ACME_DIAGNOSIS_LABELLED_LINES"] = "none"  # the replay passes the lines seen so far itself
     stream = failure_stream()
@@ -189,15 +198,21 @@ def main(argv: list[str] | None = None) -> int:
         replayed = replay(stream, learning)
         results[mode] = {"summary": summary(replayed), "rows": replayed["rows"]}
     elapsed = round(time.perf_counter() - started, 1)
+    from acme import settings
+
     document = {"seed": SEED, "failures": len(stream), "seconds": elapsed, "load": os.getloadavg()[0],
+                "triage_min_confidence": settings.diagnosis().triage_min_confidence,
                 **{mode: r["summary"] for mode, r in results.items()},
                 "rows": {mode: r["rows"] for mode, r in results.items()}}  # fmt: skip
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps(document, indent=1) + "\n")
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(document, indent=1) + "\n")
     if args.json:
         print(json.dumps(document, indent=1))
         return 0
-    print(f"{len(stream)} failures (seed {SEED}), {elapsed} s, load {document['load']:.1f}")
+    print(
+        f"{len(stream)} failures (seed {SEED}), ACME_TRIAGE_MIN_CONFIDENCE={document['triage_min_confidence']}, "
+        f"{elapsed} s, load {document['load']:.1f}"
+    )
     keys = ("interventions_per_100", "first_100_per_100", "after_first_100_per_100", "questions", "wrong_unasked",
             "repeated_questions", "rules_learned", "rules_refused", "wrong_rules", "right_share")  # fmt: skip
     print(f"{'':28s} {'without learning':>18s} {'with learning':>15s}")

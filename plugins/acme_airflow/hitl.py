@@ -19,6 +19,9 @@ from typing import Any
 from airflow.providers.standard.operators.hitl import HITLOperator
 from airflow.sdk import Param
 
+ANSWER_FIELD = "why"
+"""The approval form's free-text field: why the operator approves or rejects (the record's ``reason``)."""
+
 
 def _who(event: dict[str, Any]) -> str:
     """Who answered, from a HITL resume event (Airflow 3.3: ``responded_by_user`` {id, name})."""
@@ -49,7 +52,8 @@ class RecoveryApprovalOperator(HITLOperator):
         # The DAG's own Params arrive here too: HITLOperator keeps only the task's (the form's fields).
         kwargs.pop("params", None)
         params = {}
-        params["reason"] = Param(
+        # Not "reason": the UI fills a form field from the run's conf of the same name (the failure reason).
+        params[ANSWER_FIELD] = Param(
             "", type="string", title="Reason", source="task",
             description="Why you approve or reject (kept in the recovery's action log).",
         )  # fmt: skip
@@ -99,7 +103,7 @@ class RecoveryApprovalOperator(HITLOperator):
             answer = super().execute_complete(context, event)
             status = answer_status(answer["chosen_options"], False)
             by = _who(event)
-            reason = str((answer.get("params_input") or {}).get("reason") or "")
+            reason = str((answer.get("params_input") or {}).get(ANSWER_FIELD) or "")
         with lake_task() as lake:
             record_approval(action_log(lake, opened_request(self.opened)), status, by, reason, plan)
         return {"status": status, "by": by, "reason": reason}

@@ -27,7 +27,9 @@ import pytest
 from acme.recovery.synth_checkpoints import write_checkpoint
 from tests.integration.conftest import free_port
 
-pytestmark = pytest.mark.integration
+# Slow: measured at load 30-40 on this 2-core machine, the api-server set-up took 84 s and each test about
+# 90 s (the dags test run of recover_training plus the answer); a quiet machine takes a fraction of that.
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parents[2]
 AIRFLOW = str(Path(sys.executable).with_name("airflow"))
@@ -216,7 +218,7 @@ def test_a_rejection_over_the_rest_api_is_logged_with_who_and_why_and_nothing_is
         assert detail["options"] == ["Approve", "Reject"]
         assert "seren-n005" in detail["subject"] and "step_200" in detail["body"]
         assert "Blast radius" in detail["body"] and "ECCError" in detail["body"]
-        answered = answer(hitl_server, detail, ["Reject"], {"reason": "n005 is under warranty repair: wait"})
+        answered = answer(hitl_server, detail, ["Reject"], {"why": "n005 is under warranty repair: wait"})
         assert answered["responded_by"]["name"] == "admin"
         finished(process, log)
     finally:
@@ -235,7 +237,7 @@ def test_an_approval_over_the_rest_api_cordons_and_restarts(hitl_server, tmp_pat
     )
     try:
         detail = waiting_question(hitl_server, "recover_training", "approve", process, log)
-        answer(hitl_server, detail, ["Approve"], {"reason": "checked the Xid on n005"})
+        answer(hitl_server, detail, ["Approve"], {"why": "checked the Xid on n005"})
         finished(process, log)
     finally:
         stop(process)
@@ -321,7 +323,9 @@ def test_a_rejection_in_the_ui_form_in_headless_chromium_reaches_the_action_log(
     from tests.integration.test_report_browser import ARTIFACTS, DevTools, ensure_chromium, headless_chromium
 
     log = tmp_path / "dags-test.log"
-    process = dags_test(hitl_server, "recover_training", "2026-11-29", live_conf(hitl_server, "ui-reject"), log)
+    process = dags_test(
+        hitl_server, "recover_training", "2026-11-29", live_conf(hitl_server, "ui-reject"), log
+    )
     try:
         detail = waiting_question(hitl_server, "recover_training", "approve", process, log)
         ti = detail["task_instance"]
@@ -334,9 +338,11 @@ def test_a_rejection_in_the_ui_form_in_headless_chromium_reaches_the_action_log(
                 page.call("Network.setCookie", name="_token", value=token(hitl_server["base"]),
                           url=f"{hitl_server['base']}/")  # fmt: skip
                 page.open(url)
-                wait_until(page, "document.body.innerText.includes('Approve live recovery')", "the approval form")
-                wait_until(page, "!!document.getElementById('element_reason')", "the Reason field")
-                page.evaluate("document.getElementById('element_reason').focus()")
+                wait_until(
+                    page, "document.body.innerText.includes('Approve live recovery')", "the approval form"
+                )
+                wait_until(page, "!!document.getElementById('element_why')", "the Reason field")
+                page.evaluate("document.getElementById('element_why').focus()")
                 page.call("Input.insertText", text="rack 5 switch maintenance tonight")
                 page.screenshot(ARTIFACTS / "ui_hitl_approval_form.png")
                 wait_until(page, """(() => { const b = Array.from(document.querySelectorAll('button'))

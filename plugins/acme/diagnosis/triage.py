@@ -2,7 +2,7 @@
 becomes a labelled case and a candidate rule.
 
 **Who is asked about.** A diagnosis of a job that lost at least ``ACME_TRIAGE_MIN_GPU_HOURS`` GPU-hours
-(default 64) that ended ``Unknown``, below ``ACME_TRIAGE_MIN_CONFIDENCE`` (default 0.7), or was made by the
+(default 64) that ended ``Unknown``, below ``ACME_TRIAGE_MIN_CONFIDENCE`` (default 0.5), or was made by the
 LLM agent with a model not listed in ``ACME_DIAGNOSIS_TRUSTED_MODELS`` (:func:`triage_reason`). Only jobs
 with a log: the question rests on its decisive line. ``ACME_TRIAGE=false`` asks nobody.
 

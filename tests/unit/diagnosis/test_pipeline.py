@@ -254,7 +254,9 @@ def test_infrastructure_failure_of_a_training_job_requests_recovery(lake, monkey
         "checkpoint_uri": "", "dry_run": True, "reason": "ECCError", "recovery_id": "diag-seren-1",
         "diagnosis_source": "rule", "confidence": record.confidence, "evidence": evidence,
     }  # fmt: skip
-    assert evidence and all("Xid" in line or "ECC" in line or "uncorrectable" in line.lower() for line in evidence)
+    assert evidence and all(
+        "Xid" in line or "ECC" in line or "uncorrectable" in line.lower() for line in evidence
+    )
     assert route(record, {**JOB, "job_type": "Eval"}).kind == NO_ROUTE
     assert route(record, {**JOB, "node_list": None}).kind == NO_ROUTE  # nothing to localize faults among
 

@@ -73,9 +73,14 @@ def test_who_is_asked_big_unknown_unsure_or_untrusted_model_jobs_only(monkeypatc
     assert triage_reason(record(), small, settings) is None
     assert "ended Unknown" in triage_reason(record(), BIG_JOB, settings)
     weak = record(
-        reason="RuntimeError", category="Framework", attribution="user", confidence=0.5, source="rule"
+        reason="RuntimeError", category="Framework", attribution="user", confidence=0.3, source="rule"
     )
-    assert "confidence 0.50" in triage_reason(weak, BIG_JOB, settings)
+    assert "confidence 0.30" in triage_reason(weak, BIG_JOB, settings)
+    symptom = replace(weak, confidence=0.5)  # a symptom rule alone: not asked about by default
+    assert triage_reason(symptom, BIG_JOB, settings) is None
+    monkeypatch.setenv("ACME_TRIAGE_MIN_CONFIDENCE", "0.7")
+    assert "below 0.7" in triage_reason(symptom, BIG_JOB, diagnosis_settings())
+    monkeypatch.delenv("ACME_TRIAGE_MIN_CONFIDENCE")
     sure = replace(weak, confidence=0.9)
     assert triage_reason(sure, BIG_JOB, settings) is None
     by_llm = replace(sure, reason="NVLinkError", category="Infrastructure", source="llm")

@@ -14,7 +14,12 @@ from acme.errors import InputError
 from acme.recovery.request import RecoveryRequest, conf_json_schema, conf_schema, opened_request
 
 STARTED = datetime(2026, 11, 29, 14, 0, tzinfo=UTC)
-JOB = {"job_id": "7", "job_type": "Pretrain", "node_list": "node[01-02,07]", "end_time": "2026-11-29T13:58:00+00:00"}
+JOB = {
+    "job_id": "7",
+    "job_type": "Pretrain",
+    "node_list": "node[01-02,07]",
+    "end_time": "2026-11-29T13:58:00+00:00",
+}
 
 
 def ecc_record(**changes) -> DiagnosisRecord:
@@ -31,7 +36,9 @@ def test_the_conf_the_diagnosis_builds_is_valid_under_the_schema_and_checks_into
     jsonschema.validate(conf, conf_json_schema())
     assert conf["diagnosis_source"] == "rule" and conf["confidence"] == 0.9
     assert conf["evidence"] == ["NVRM: Xid 48: DBE (double bit error)"]
-    checked = RecoveryRequest.from_params({**conf, "checkpoint_uri": "/ckpt"}, conf["recovery_id"], "run-1", STARTED)
+    checked = RecoveryRequest.from_params(
+        {**conf, "checkpoint_uri": "/ckpt"}, conf["recovery_id"], "run-1", STARTED
+    )
     assert checked.nodes == ("node01", "node02", "node07") and checked.detected_at == JOB["end_time"]
     assert (checked.diagnosis_source, checked.confidence, checked.evidence) == (
         "rule", 0.9, ("NVRM: Xid 48: DBE (double bit error)",),
