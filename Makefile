@@ -122,7 +122,7 @@ demo: setup
 	  steps = [json.loads(line) for line in open(path)]; \
 	  print("  recovery steps:", ", ".join("%s (%s)" % (s["step"], s["status"]) for s in steps)); \
 	  approval = [s for s in steps if s["step"] == "approval"][-1]; \
-	  print("  approval request: %s by %s: %s" % (approval["status"], approval["by"], approval["reason"])); \
+	  print("  approval: %s (by %s): %s" % (approval["status"], approval["by"], approval["reason"])); \
 	  print("    it would have asked (Required Actions, recover_training.approve) for a manual start, more than %s node(s) to cordon or a diagnosis not by %s" % (settings.recovery().auto_approve_max_nodes, "/".join(settings.recovery().auto_approve_sources))); \
 	  print("  action log:", path)'
 	@echo "5. Evaluation of a real checkpoint (SmolLM2-135M-Instruct, GGUF, llama.cpp on the CPU) on real benchmark items"

@@ -147,8 +147,9 @@ def policy_decision(request: RecoveryRequest, plan: PlannedActions, policy: Appr
     return PolicyDecision(
         False,
         True,
-        f"auto-approved by policy: a {request.reason or 'failure'} decided by {request.diagnosis_source}, "
-        f"{len(plan.to_cordon)} node(s) to cordon (at most {policy.max_nodes}), a healthy checkpoint",
+        f"the auto-approve policy applies: {request.reason or 'the failure'} decided by "
+        f"{request.diagnosis_source}, {len(plan.to_cordon)} node(s) to cordon (at most {policy.max_nodes}), "
+        "a healthy checkpoint",
     )
 
 

@@ -83,7 +83,7 @@ def test_the_policy_approves_a_rule_decided_fault_on_one_node_and_asks_otherwise
     policy = ApprovalPolicy()
     by_rule = request(checkpoints, diagnosis_source="rule", reason="ECCError")
     decided = policy_decision(by_rule, plan(), policy)
-    assert decided.auto and not decided.ask and "auto-approved by policy" in decided.why
+    assert decided.auto and not decided.ask and "the auto-approve policy applies" in decided.why
     for reason, asked in [
         ("manual", policy_decision(request(checkpoints), plan(), policy)),
         ("2 nodes", policy_decision(by_rule, plan(to_cordon=("n02", "n05")), policy)),
@@ -135,7 +135,9 @@ def test_a_rule_decided_one_node_fault_restarts_without_a_question_and_the_log_s
     assert outcome["awaiting_approval"] is False and outcome["restart"]["new_job_id"] == "job-1-r1"
     (auto,) = approvals(lake)
     assert auto["status"] == "auto_approved" and auto["by"] == "policy"
-    assert "auto-approved by policy" in auto["reason"] and auto["inputs"]["to_cordon"] == ["n05"]
+    assert "the auto-approve policy applies: ECCError decided by rule" in auto["reason"] and auto["inputs"][
+        "to_cordon"
+    ] == ["n05"]
     assert cordoned(lake) == ["n05"]
 
 
