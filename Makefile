@@ -111,15 +111,19 @@ demo: setup
 	  [print("  %s: %d failed jobs diagnosed, by source %s" % (c, len(r), dict(collections.Counter(x["source"] for x in r)))) for c, r in rows.items()]; \
 	  row = next(x for x in rows["kalos"] if x["job_id"] == "$(DEMO_JOB)"); \
 	  print("  from its log:", json.dumps({k: row[k] for k in ("job_id", "reason", "category", "attribution", "source", "confidence")}))'
-	@echo "4. Recovery of simulated Pretrain job demo-pretrain-1 (8 nodes, seren-n005 faulty; simulated cluster, live)"
+	@echo "4. Recovery of simulated Pretrain job demo-pretrain-1 (8 nodes, seren-n005 faulty; simulated cluster, live),"
+	@echo "   as the diagnosis requests it for a rule-decided ECCError: the approval policy (docs/approvals.md) decides"
 	@$(PY) -c 'from pathlib import Path; from acme.recovery.synth_checkpoints import write_checkpoint; \
 	  root = Path("$(AIRFLOW_HOME)/demo-checkpoints"); [write_checkpoint(root, step) for step in (100, 200)]'
 	@$(DAG_TEST) recover recover_training 2023-07-03 \
-	  '{"recovery_id": "demo-recovery", "cluster": "seren", "job_id": "demo-pretrain-1", "dry_run": false, "nodes": $(DEMO_RECOVERY_NODES), "checkpoint_uri": "$(AIRFLOW_HOME)/demo-checkpoints"}'
-	@$(PY) -c 'import json, glob; \
+	  '{"recovery_id": "demo-recovery", "cluster": "seren", "job_id": "demo-pretrain-1", "dry_run": false, "nodes": $(DEMO_RECOVERY_NODES), "checkpoint_uri": "$(AIRFLOW_HOME)/demo-checkpoints", "reason": "ECCError", "diagnosis_source": "rule", "confidence": 0.9, "evidence": ["NVRM: Xid (PCI:0000:3b:00): 48, pid=4242, An uncorrectable double bit error (DBE) has been detected on GPU in the framebuffer"]}'
+	@$(PY) -c 'import json, glob; from acme import settings; \
 	  path = glob.glob("$(ACME_LAKE_URI)/recovery/cluster=seren/job=demo-pretrain-1/demo-recovery/actions.jsonl")[0]; \
 	  steps = [json.loads(line) for line in open(path)]; \
 	  print("  recovery steps:", ", ".join("%s (%s)" % (s["step"], s["status"]) for s in steps)); \
+	  approval = [s for s in steps if s["step"] == "approval"][-1]; \
+	  print("  approval: %s (by %s): %s" % (approval["status"], approval["by"], approval["reason"])); \
+	  print("    it would have asked (Required Actions, recover_training.approve) for a manual start, more than %s node(s) to cordon or a diagnosis not by %s" % (settings.recovery().auto_approve_max_nodes, "/".join(settings.recovery().auto_approve_sources))); \
 	  print("  action log:", path)'
 	@echo "5. Evaluation of a real checkpoint (SmolLM2-135M-Instruct, GGUF, llama.cpp on the CPU) on real benchmark items"
 	@ACME_EVAL_MAX_NEW_TOKENS=$${ACME_EVAL_MAX_NEW_TOKENS:-128} $(DAG_TEST) evaluate evaluate_checkpoint 2023-07-03 \

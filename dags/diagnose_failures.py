@@ -26,6 +26,12 @@ retry, only a hand-over and a task start on the way from the crash to its restar
 `{"cluster", "job_id", "nodes", "checkpoint_uri", "dry_run", "reason"}`; user failures get an
 owner message at `diagnosis/messages/cluster=<c>/date=<d>/<job_id>.json`.
 
+**Triage** (docs/approvals.md): an Unknown or unsure diagnosis of a job that lost at least
+`ACME_TRIAGE_MIN_GPU_HOURS` (or one only an untrusted LLM made) becomes a question, once per log template;
+`plan_triage` claims the open ones (none in a manual run: a crash's diagnosis never waits for a person) and
+each `triage` form asks an operator for the reason, the likeliest first. The answer becomes a labelled
+case and, validated, a learned rule.
+
 **Manual runs**: `cluster` and `job_id` (and `log`, a location under the log root, when the
 log is elsewhere than the pattern says): that job is always diagnosed again. Or `cluster` and `day`:
 the day's jobs still without a diagnosis (`rediagnose` for all of them). A retry or re-run never
@@ -35,12 +41,15 @@ the job's).
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from airflow.providers.standard.operators.trigger_dagrun import TriggerDagRunOperator
 from airflow.sdk import Param, dag, get_current_context, task
 
 from acme import settings
 from acme_airflow.assets import DIAGNOSES, JOB_TRACES
 from acme_airflow.defaults import DEFAULT_ARGS, Tag
+from acme_airflow.hitl import TriageEntryOperator
 from acme_airflow.params import cluster_param
 
 RECOVERY_DAG_ID = "recover_training"
@@ -175,9 +184,24 @@ def diagnose_failures():
         with lake_task() as lake:
             lake.delete_prefix(plan_folder(get_current_context()["run_id"]))
 
+    @task
+    def plan_triage() -> list[dict]:
+        """Claim the open triage questions for this run's forms (acme.diagnosis.triage; none in a manual run)."""
+        from acme_airflow.hitl import triage_forms
+
+        return triage_forms(get_current_context())
+
     planned = plan_jobs()
     recoveries = publish(diagnose.expand(step=planned), planned["diagnosed"])
     recoveries >> drop_plan()
+    # After the run published, so a question never delays a recovery; one form per question, deferred
+    # (no worker slot) until answered or ACME_TRIAGE_TIMEOUT_S.
+    questions = plan_triage()
+    recoveries >> questions
+    TriageEntryOperator.partial(
+        task_id="triage", map_index_template="{{ task.question }}",
+        response_timeout=timedelta(seconds=settings.diagnosis().triage_timeout_s),
+    ).expand_kwargs(questions)  # fmt: skip
     # Mapped over the recovery requests: none (the usual night) -> the task is skipped, nothing is triggered.
     TriggerDagRunOperator.partial(
         task_id="trigger_recovery",

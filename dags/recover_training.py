@@ -15,6 +15,13 @@ with reasons) → **take out** the faulty nodes (blast-radius limit, then cordon
 spike, with the batches to skip) → **restart** (drained nodes excluded; detection-to-restart time) →
 `release` (teardown).
 
+**Approval** (docs/approvals.md): a live run that the auto-approve policy does not cover
+(`ACME_RECOVERY_AUTO_APPROVE*`: a rule-decided failure, at most one node to cordon) stops in
+`decide_and_restart` before the first cordon; `approve` asks in Airflow's human-in-the-loop form (the
+diagnosis, evidence lines, suspect nodes, blast radius, checkpoint) and `restart_approved` cordons and
+restarts once approved. Rejected, or unanswered after `ACME_RECOVERY_APPROVAL_TIMEOUT_S`, the recovery
+ends as a plan. Every approval event is an `approval` record of the action log. Dry runs ask nothing.
+
 Backend by `ACME_RECOVERY_BACKEND`: `kubernetes` (each rank a GPU pod pinned to its node),
 `slurm` (`srun -w`), or `simulated` (default, offline: `include/recovery/simulated_jobs.yaml`; a job
 not listed there is simulated on the nodes given, all healthy).
@@ -34,52 +41,19 @@ an unreadable cluster configuration) is still recorded there as a failed `reques
 
 from __future__ import annotations
 
-from airflow.sdk import Param, dag, get_current_context, task
+from datetime import timedelta
+
+from airflow.sdk import dag, get_current_context, task
 
 from acme import settings
+from acme.recovery.request import conf_json_schema
 from acme.settings import recovery as recovery_settings
 from acme_airflow.defaults import DEFAULT_ARGS, Tag
+from acme_airflow.hitl import RecoveryApprovalOperator
+from acme_airflow.params import params_from_schema
 
-PARAMS = {
-    "cluster": Param("seren", type="string", title="Cluster", description="The cluster the job ran on."),
-    # No defaults for the job: a trigger without edits must not recover some job by accident.
-    "job_id": Param(
-        type="string", minLength=1, title="Job id",
-        description="The crashed job (required): as the cluster's scheduler names it.",
-    ),
-    "nodes": Param(
-        type="array",
-        items={"type": "string"},
-        minItems=1,
-        title="Nodes",
-        description="The job's nodes in rank order (required).",
-    ),
-    "checkpoint_uri": Param(
-        "", type="string", title="Checkpoint location",
-        description="Folder or s3:// prefix holding the job's step_<N>/ checkpoints; empty = the cluster's "
-        "checkpoint_uri_pattern in clusters.yaml, else ACME_CHECKPOINT_URI_PATTERN "
-        "(default {lake}/checkpoints/cluster={cluster}/job={job_id}).",
-    ),
-    "metrics_file": Param(
-        None, type=["null", "string"], title="Training metrics",
-        description="Metrics file (CSV or JSON lines, step/loss) relative to the checkpoint location.",
-    ),
-    "dry_run": Param(
-        recovery_settings().dry_run, type="boolean", title="Dry run",
-        description="Record every step, touch nothing. Default: ACME_RECOVERY_DRY_RUN (true unless set to "
-        "false), the same setting the diagnosis uses for the recoveries it starts.",
-    ),
-    "reason": Param("", type="string", title="Reason", description="Why recovery was started (diagnosis)."),
-    "recovery_id": Param(
-        None, type=["null", "string"], pattern="^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$", title="Recovery id",
-        description="Names this recovery (e.g. the diagnosis' incident id): runs with the same id are re-runs "
-        "of one recovery and never cordon or restart twice. Default: the run id.",
-    ),
-    "detected_at": Param(
-        None, type=["null", "string"], title="Detected at",
-        description="When the crash was detected (ISO 8601); default the run's start.",
-    ),
-}  # fmt: skip
+# The Params are the recovery request's JSON schema (acme.recovery.request), the conf the diagnosis sends.
+PARAMS = params_from_schema(conf_json_schema(recovery_settings().dry_run)["properties"])
 
 
 @dag(
@@ -111,9 +85,9 @@ def recover_training():
 
     @task
     def plan_round2(opened: dict, round1: list[dict]) -> list[list[str]]:
-        from acme.recovery.recover import RecoveryRequest, plan_second_round
+        from acme_airflow.recovery import plan_in_task
 
-        return plan_second_round(RecoveryRequest.from_dict(opened["request"]), list(round1))
+        return plan_in_task(opened, list(round1))
 
     # Only the worlds round 2 needs: one slot per round-1 world without this planning task left the unused
     # slots waiting for a worker slot ahead of decide_and_restart (measured: 2-3 s more with 2 slots).
@@ -135,23 +109,34 @@ def recover_training():
         return finish_in_task(opened, list(round1), list(round2 or []))
 
     @task
+    def restart_approved(opened: dict, finished: dict) -> dict:
+        """After the approval question: cordon and restart when approved; rejected or timed out, the
+        recovery ends as a plan (recorded, nothing touched)."""
+        from acme_airflow.recovery import restart_in_task
+
+        return restart_in_task(opened, finished)
+
+    @task
     def release(opened: dict | None) -> bool:
         """Release the job's recovery marker; nothing to release when the recovery never opened (bad Params)."""
-        from acme.recovery.recover import RecoveryRequest, close_recovery
-        from acme_airflow.tasks import lake_task
+        from acme_airflow.recovery import release_in_task
 
-        if opened is None:
-            return False
-        with lake_task() as lake:
-            return close_recovery(lake, RecoveryRequest.from_dict(opened["request"]))
+        return release_in_task(opened)
 
     worlds = open_recovery()
     opened = worlds["opened"]
     round1 = check_round1.partial(opened=opened).expand(world=worlds)
     round2 = check_round2.partial(opened=opened).expand(world=plan_round2(opened, round1))
     restarted = decide_and_restart(opened, round1, round2)
+    # Live and not auto-approved: ask before the first cordon (skipped when nothing is to be approved).
+    approval = RecoveryApprovalOperator(
+        task_id="approve", opened=opened, finished=restarted,
+        response_timeout=timedelta(seconds=recovery_settings().approval_timeout_s),
+    )  # fmt: skip
+    after_approval = restart_approved(opened, restarted)
+    approval >> after_approval
     # A teardown: the marker is released whatever happened, and the run keeps the outcome of the restart.
-    restarted >> release(opened).as_teardown()
+    after_approval >> release(opened).as_teardown()
 
 
 recover_training()

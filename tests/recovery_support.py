@@ -16,27 +16,44 @@ from typing import Any
 from acme.errors import InputError
 from acme.lake import Lake
 from acme.recovery import allgather_check
+from acme.recovery.approval import APPROVED, AWAITING, record_approval
 from acme.recovery.backend import RecoveryBackend
 from acme.recovery.recover import (
     RecoveryRequest,
+    action_log,
     check_world,
     close_recovery,
     finish_recovery,
     open_recovery,
     plan_second_round,
+    restart_after_approval,
 )
 from acme.settings import RecoverySettings
 
 
 def recover(
-    lake: Lake, request: RecoveryRequest, backend: RecoveryBackend, settings: RecoverySettings
+    lake: Lake,
+    request: RecoveryRequest,
+    backend: RecoveryBackend,
+    settings: RecoverySettings,
+    answer: str | None = APPROVED,
+    by: str = "test-operator",
 ) -> dict[str, Any]:
-    """Every step in order, worlds of a round one after another; the marker is released whatever happens."""
+    """Every step in order, worlds of a round one after another; the marker is released whatever happens.
+
+    A live recovery that asks for approval gets ``answer`` (``approved``, ``rejected``, ``timed_out``; None:
+    nobody answers, and the recovery is left awaiting) recorded as the form would, then goes on."""
     opened = open_recovery(lake, request, backend, settings)
     try:
         round1 = [check_world(lake, request, backend, w, 1) for w in opened["round1"]]
         round2 = [check_world(lake, request, backend, w, 2) for w in plan_second_round(request, round1)]
-        return finish_recovery(lake, request, backend, opened, round1, round2, settings)
+        finished = finish_recovery(lake, request, backend, opened, round1, round2, settings)
+        if not finished["awaiting_approval"] or answer is None:
+            return finished
+        log = action_log(lake, request)
+        record_approval(log, AWAITING, "", finished["approval"]["why"], finished["approval"]["plan"])
+        record_approval(log, answer, by, f"{answer} by the test", finished["approval"]["plan"])
+        return restart_after_approval(lake, request, backend, opened, finished, settings)
     finally:
         close_recovery(lake, request)
 

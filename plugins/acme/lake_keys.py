@@ -212,6 +212,14 @@ def deferred_case(cluster: str, job_id: str) -> str:
     return f"{DEFERRED_CASES}/cluster={cluster}/{safe_name(job_id)}.json"
 
 
+TRIAGE_QUESTIONS = "diagnosis/triage/questions"
+
+
+def triage_question(template_key: str) -> str:
+    """One triage question put to an operator, keyed by the template of its decisive log line (asked once)."""
+    return f"{TRIAGE_QUESTIONS}/{safe_name(template_key)}.json"
+
+
 def learned_filter_rules(family: str) -> str:
     """Filter rules learned for one log family."""
     return f"diagnosis/filter_rules/family={family}"

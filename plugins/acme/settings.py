@@ -267,6 +267,31 @@ class DiagnosisSettings:
     seconds (``ACME_DIAGNOSIS_CLAIM_TTL_S``, 21600: a run that failed for good, not one still working)."""
     concurrency: int
     """Diagnose tasks running at once (``ACME_DIAGNOSIS_CONCURRENCY``, 2: model memory, LLM pressure)."""
+    # Triage: an operator asked for the reason (acme.diagnosis.triage, docs/approvals.md).
+    triage: bool = True
+    """``ACME_TRIAGE`` (default true): ask an operator about the diagnoses below, through the
+    ``diagnose_failures`` run's human-in-the-loop form; false: never ask."""
+    triage_min_gpu_hours: float = 64.0
+    """``ACME_TRIAGE_MIN_GPU_HOURS`` (default 64): only jobs that lost at least this many GPU-hours are
+    asked about (a 256-GPU job after 15 minutes; not the thousand small evaluation jobs of a night)."""
+    triage_min_confidence: float = 0.5
+    """``ACME_TRIAGE_MIN_CONFIDENCE`` (default 0.5): a diagnosis below it (or Unknown) is asked about. A
+    symptom rule alone (an NCCL watchdog timeout, a connection reset) gives 0.5 and is not asked about by
+    default: on the labelled corpus those answers were right, and asking about each would cost 20
+    questions per 100 failures (benchmarks/README.md); rival rules, weak votes and Unknown are asked."""
+    triage_max_questions: int = 20
+    """``ACME_TRIAGE_MAX_QUESTIONS`` (default 20): most questions one diagnosis run asks (the largest
+    jobs first); the others are not asked, and may be at a later run."""
+    triage_timeout_s: float = 43_200.0
+    """``ACME_TRIAGE_TIMEOUT_S`` (default 43200, 12 h): an unanswered triage question expires: nothing is
+    learned, and the same log template is not asked about again."""
+    labelled_lines: Path | None = None
+    """``ACME_DIAGNOSIS_LABELLED_LINES``: the labelled corpus of error lines a learned rule may not change
+    to a wrong reason (YAML as ``tests/fixtures/diagnosis/corpus/lines.yaml``, the default when it exists;
+    ``none``: only the lake's stored cases are checked)."""
+    trusted_models: tuple[str, ...] = ()
+    """``ACME_DIAGNOSIS_TRUSTED_MODELS`` (comma-separated model names, default none): the LLM agent's answers
+    from these models are taken as they are; any other model's answer is triaged like an Unknown."""
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> DiagnosisSettings:
@@ -288,7 +313,26 @@ class DiagnosisSettings:
             chunks=int(read.number("ACME_DIAGNOSIS_CHUNKS", "4", low=1, high=64)),
             claim_ttl_s=read.number("ACME_DIAGNOSIS_CLAIM_TTL_S", "21600", low=60, high=30 * 86_400),
             concurrency=int(read.number("ACME_DIAGNOSIS_CONCURRENCY", "2", low=1, high=256)),
+            triage=read.flag("ACME_TRIAGE", True),
+            triage_min_gpu_hours=read.number("ACME_TRIAGE_MIN_GPU_HOURS", "64", low=0),
+            triage_min_confidence=read.number("ACME_TRIAGE_MIN_CONFIDENCE", "0.5", low=0.0, high=1.0),
+            triage_max_questions=read.integer("ACME_TRIAGE_MAX_QUESTIONS", 20, low=0, high=1_000),
+            triage_timeout_s=read.number("ACME_TRIAGE_TIMEOUT_S", "43200", above=0),
+            labelled_lines=_labelled_lines(read),
+            trusted_models=tuple(
+                m.strip() for m in read.text("ACME_DIAGNOSIS_TRUSTED_MODELS", "").split(",") if m.strip()
+            ),
         )
+
+
+def _labelled_lines(read: Env) -> Path | None:
+    raw = read.text("ACME_DIAGNOSIS_LABELLED_LINES", "")
+    if raw.lower() == "none":
+        return None
+    if raw:
+        return Path(raw)
+    bundled = PROJECT_ROOT / "tests" / "fixtures" / "diagnosis" / "corpus" / "lines.yaml"
+    return bundled if bundled.exists() else None
 
 
 def diagnosis() -> DiagnosisSettings:
@@ -557,6 +601,18 @@ class RecoverySettings:
     (``ACME_CHECKPOINT_URI_PATTERN``, None when unset: ``DEFAULT_CHECKPOINT_URI_PATTERN``,
     ``{lake}/checkpoints/cluster={cluster}/job={job_id}``; e.g. ``s3://ckpt/{cluster}/{job_id}``).
     Placeholders: ``{lake}``, ``{cluster}``, ``{job_id}``."""
+    # Approval before live actions (acme.recovery.approval, docs/approvals.md).
+    auto_approve: bool = True
+    """``ACME_RECOVERY_AUTO_APPROVE`` (default true): a live recovery the policy covers acts without asking;
+    false: every live recovery asks a person first."""
+    auto_approve_sources: tuple[str, ...] = ("rule",)
+    """``ACME_RECOVERY_AUTO_APPROVE_SOURCES`` (default ``rule``, comma-separated): who must have decided the
+    failure for the policy to approve (rule, retrieval, operator; never llm or manual)."""
+    auto_approve_max_nodes: int = 1
+    """``ACME_RECOVERY_AUTO_APPROVE_MAX_NODES`` (default 1): most nodes an auto-approved recovery cordons."""
+    approval_timeout_s: float = 3600.0
+    """``ACME_RECOVERY_APPROVAL_TIMEOUT_S`` (default 3600): an approval question unanswered this long times
+    out, and the recovery ends as a plan (never a live action)."""
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> RecoverySettings:
@@ -595,7 +651,27 @@ class RecoverySettings:
             lock_ttl_s=read.number("ACME_RECOVERY_LOCK_TTL_S", "7200", above=0),
             dry_run=read.flag("ACME_RECOVERY_DRY_RUN", True),
             checkpoint_uri_pattern=pattern,
+            auto_approve=read.flag("ACME_RECOVERY_AUTO_APPROVE", True),
+            auto_approve_sources=_auto_approve_sources(read),
+            auto_approve_max_nodes=read.integer("ACME_RECOVERY_AUTO_APPROVE_MAX_NODES", 1, low=0),
+            approval_timeout_s=read.number("ACME_RECOVERY_APPROVAL_TIMEOUT_S", "3600", above=0),
         )
+
+
+AUTO_APPROVE_SOURCES = ("rule", "retrieval", "operator")
+
+
+def _auto_approve_sources(read: Env) -> tuple[str, ...]:
+    """The diagnosis sources the auto-approve policy trusts; the LLM agent and a manual start never."""
+    raw = read.text("ACME_RECOVERY_AUTO_APPROVE_SOURCES", "rule")
+    sources = tuple(part.strip().lower() for part in raw.split(",") if part.strip())
+    for source in sources:
+        if source not in AUTO_APPROVE_SOURCES:
+            raise ConfigError(
+                f"ACME_RECOVERY_AUTO_APPROVE_SOURCES has {source!r}: only {', '.join(AUTO_APPROVE_SOURCES)} "
+                "may be trusted (the LLM agent's diagnoses are dry runs; a manual start always asks)"
+            )
+    return sources
 
 
 def recovery() -> RecoverySettings:

@@ -38,6 +38,19 @@ def cluster_param() -> Param:
     )
 
 
+def params_from_schema(schema: dict[str, dict[str, Any]]) -> dict[str, Param]:
+    """Params from JSON-schema properties (``{name: {"default", "type", "title", ...}}``): a property
+    without ``default`` becomes a Param a run must give."""
+    params = {}
+    for name, spec in schema.items():
+        spec = dict(spec)
+        if "default" in spec:
+            params[name] = Param(spec.pop("default"), **spec)
+        else:
+            params[name] = Param(**spec)
+    return params
+
+
 def manual_run_params(formats: list[str], input_description: str) -> dict[str, Param]:
     """Typed Params: a cluster or all, a source format (or the configured one), a UTC day, an input."""
     return {

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from acme.lake import Lake
     from acme.recovery.backend import RecoveryBackend
-    from acme.recovery.recover import RecoveryRequest
+    from acme.recovery.request import RecoveryRequest
 
 
 def request_from_context(context: Any, lake: Lake) -> RecoveryRequest:
@@ -76,11 +76,11 @@ def check_in_task(opened: dict[str, Any], world: list[str], round_number: int) -
     from airflow.sdk import get_current_context
 
     from acme.recovery.checks import world_checker
-    from acme.recovery.recover import RecoveryRequest
+    from acme.recovery.request import opened_request
     from acme.settings import recovery as recovery_settings
     from acme_airflow.tasks import lake_task
 
-    request = RecoveryRequest.from_dict(opened["request"])
+    request = opened_request(opened)
     with recovery_failures(), lake_task() as lake:
         settings = recovery_settings()
 
@@ -101,11 +101,47 @@ def finish_in_task(
     opened: dict[str, Any], round1: list[dict[str, Any]], round2: list[dict[str, Any]]
 ) -> dict[str, Any]:
     """``decide_and_restart``'s body (``acme.recovery.recover.finish_recovery``)."""
-    from acme.recovery.recover import RecoveryRequest, finish_recovery
+    from acme.recovery.recover import finish_recovery
+    from acme.recovery.request import opened_request
     from acme.settings import recovery as recovery_settings
     from acme_airflow.tasks import lake_task
 
-    request = RecoveryRequest.from_dict(opened["request"])
+    request = opened_request(opened)
     with recovery_failures(), lake_task() as lake:
         backend = task_backend(request.cluster, lake, request.job_id, request.nodes)
         return finish_recovery(lake, request, backend, opened, round1, round2, recovery_settings())
+
+
+def plan_in_task(opened: dict[str, Any], round1: list[dict[str, Any]]) -> list[list[str]]:
+    """``plan_round2``'s body: the round-2 worlds from round 1's results."""
+    from acme.recovery.recover import plan_second_round
+    from acme.recovery.request import opened_request
+
+    return plan_second_round(opened_request(opened), round1)
+
+
+def release_in_task(opened: dict[str, Any] | None) -> bool:
+    """``release``'s body: the job's recovery marker released (nothing to release when the recovery never
+    opened: bad Params)."""
+    from acme.recovery.recover import close_recovery
+    from acme.recovery.request import opened_request
+    from acme_airflow.tasks import lake_task
+
+    if opened is None:
+        return False
+    with lake_task() as lake:
+        return close_recovery(lake, opened_request(opened))
+
+
+def restart_in_task(opened: dict[str, Any], finished: dict[str, Any]) -> dict[str, Any]:
+    """``restart_approved``'s body: after the approval question, take out and restart when approved, else
+    record the plan (``acme.recovery.recover.restart_after_approval``)."""
+    from acme.recovery.recover import restart_after_approval
+    from acme.recovery.request import opened_request
+    from acme.settings import recovery as recovery_settings
+    from acme_airflow.tasks import lake_task
+
+    request = opened_request(opened)
+    with recovery_failures(), lake_task() as lake:
+        backend = task_backend(request.cluster, lake, request.job_id, request.nodes)
+        return restart_after_approval(lake, request, backend, opened, finished, recovery_settings())

@@ -172,6 +172,9 @@ def test_infrastructure_failure_of_a_pretrain_job_triggers_recover_training(
     assert confs["recover__seren__8100"] == {
         "cluster": "seren", "job_id": "8100", "nodes": ["gpu01", "gpu02"], "checkpoint_uri": "", "dry_run": True,
         "reason": "ECCError", "recovery_id": "diag-seren-8100", "detected_at": "2024-03-10T03:05:00+00:00",
+        # What the approval form shows and the auto-approve policy reads:
+        "diagnosis_source": "rule", "confidence": 0.9,
+        "evidence": ["[rank5]: RuntimeError: CUDA error: uncorrectable ECC error encountered"],
     }  # fmt: skip
 
 

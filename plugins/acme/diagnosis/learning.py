@@ -4,8 +4,12 @@
 ``ACME_DIAGNOSIS_LEARN_MIN_CONFIDENCE``, may bring a regex for its failure. It becomes a rule only when
 
 * the reason is in the taxonomy and the regex compiles, is not trivially broad (matches an empty line),
-* it matches its own case (the case's error lines or signature), and
-* it matches no stored case of another reason (error lines or signature, every cluster).
+* it matches its own case (the case's error lines or signature),
+* it matches no stored case of another reason (error lines or signature, every cluster), and
+* it changes the outcome of no labelled corpus line (``ACME_DIAGNOSIS_LABELLED_LINES``) to a reason the
+  line's label does not accept: a rule may correct the corpus, never break it.
+
+Operators teach rules too: a triage answer (``acme.diagnosis.triage``) goes through the same checks.
 
 Learned rules live in ``diagnosis/rules/learned.yaml``; every change writes the whole new version to
 ``diagnosis/rules/history/learned-v<NNNN>.yaml`` too. Each rule says which case taught it, from which
@@ -22,6 +26,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -40,6 +45,8 @@ from acme.diagnosis.rules import (
 from acme.errors import ConfigError, InputError
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from acme.diagnosis.compress import FilterRule
     from acme.diagnosis.retrieval import Case
     from acme.lake import Lake
@@ -118,13 +125,18 @@ def learn_rule(
     mitigation: str | None = None,
     by: str | None = None,
     min_confidence: float | None = None,
+    labelled: Sequence[tuple[str, str, tuple[str, ...]]] | None = None,
     now: datetime | None = None,
 ) -> LearnOutcome:
-    """Add ``regex`` as a rule for ``case.reason`` if it passes every check (see the module docstring)."""
+    """Add ``regex`` as a rule for ``case.reason`` if it passes every check (see the module docstring).
+    ``labelled``: ``(text, label, alternatives)`` lines; default the configured labelled corpus."""
     refusal = _refusal(lake, case, regex, source, confidence, min_confidence)
     if refusal:
         return LearnOutcome("refused", refusal)
     assert regex is not None  # checked by _refusal
+    clash = corpus_clash(lake, case, regex, labelled_corpus_lines() if labelled is None else labelled)
+    if clash:
+        return LearnOutcome("refused", clash)
 
     rule_id = f"learned-{case.reason.lower()}-{hashlib.sha1(regex.encode()).hexdigest()[:10]}"
     with lake.lock("diagnosis-rules-learned"):
@@ -175,6 +187,61 @@ def _refusal(
         return f"regex does not match its own case {case.case_id}"
     clash = _first_other_reason_match(lake, pattern, case)
     return f"regex also matches stored case {clash}" if clash else None
+
+
+def corpus_clash(
+    lake: Lake, case: Case, regex: str, labelled: Sequence[tuple[str, str, tuple[str, ...]]]
+) -> str | None:
+    """How the rule would break a labelled line (None when it breaks none): a line it matches whose
+    diagnosis it changes to a reason the line's label does not accept."""
+    from acme.diagnosis.rules import diagnose_lines
+
+    pattern = re.compile(regex)
+    touched = [item for item in labelled if pattern.search(item[0])]
+    if not touched:
+        return None
+    rules = rules_with_learned(lake)
+    entry = _learned_entry("candidate", case, regex, 0, "candidate", None, None, None, "")
+    candidate = parse_rules({"rules": [entry]}, "candidate rule")[0]
+    for text, label, alternatives in touched:
+        before = diagnose_lines([(1, text)], rules).reason
+        after = diagnose_lines([(1, text)], [*rules, candidate]).reason
+        if after != before and after not in (label, *alternatives):
+            return (
+                f"regex would change labelled corpus line {text[:100]!r} from {before} to {after} "
+                f"(labelled {label})"
+            )
+    return None
+
+
+_LABELLED: dict[str, tuple[float, list[tuple[str, str, tuple[str, ...]]]]] = {}
+
+
+def labelled_corpus_lines(path: Path | None = None) -> list[tuple[str, str, tuple[str, ...]]]:
+    """``(text, label, alternatives)`` of the configured labelled corpus (``ACME_DIAGNOSIS_LABELLED_LINES``;
+    cached per file version); empty when none is configured."""
+    import yaml
+
+    from acme import settings
+
+    path = path or settings.diagnosis().labelled_lines
+    if path is None or not path.exists():
+        return []
+    stamp = path.stat().st_mtime
+    cached = _LABELLED.get(str(path))
+    if cached is not None and cached[0] == stamp:
+        return cached[1]
+    try:
+        groups = yaml.safe_load(path.read_text(encoding="utf-8")) or []
+        lines = [
+            (str(item["text"]), str(item["reason"]), tuple(item.get("alternatives") or ()))
+            for group in groups
+            for item in group["lines"]
+        ]
+    except (yaml.YAMLError, KeyError, TypeError) as exc:
+        raise ConfigError(f"{path}: not a labelled corpus of lines ({type(exc).__name__}: {exc})") from exc
+    _LABELLED[str(path)] = (stamp, lines)
+    return lines
 
 
 def _safe_pattern(regex: str) -> tuple[re.Pattern[str] | None, str]:

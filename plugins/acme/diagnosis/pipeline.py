@@ -17,6 +17,8 @@ Order, stopping at the first confident answer (``ACME_DIAGNOSIS_MIN_CONFIDENCE``
 6. **Learning**: a confident agent answer with a signature regex may become a rule.
 7. **Store**: a confident rule or agent diagnosis becomes a case of the vector store (retrieval's own
    answers do not, so retrieval never feeds on itself).
+8. **Triage**: an Unknown or unsure diagnosis of a big job (or one only an untrusted model made) becomes a
+   question for an operator, once per log template (``acme.diagnosis.triage``); the answer is learned.
 
 No log, no rule match, no similar case and no agent give ``Unknown`` with source ``none``: never a guess.
 """
@@ -411,8 +413,30 @@ def diagnose_log_lines(
             notes.append(_learn_from_answer(lake, case, answer))
         if store_case and record.source in ("rule", "llm") and record.confidence >= threshold:
             _store_case(lake, case, store, defer_case)
+    if lake is not None and learn:
+        notes += _triage(lake, record, job, signature_lines, rules, agent)
     record.note = "; ".join(notes) or None
     return record
+
+
+def _triage(
+    lake: Lake,
+    record: DiagnosisRecord,
+    job: dict[str, Any],
+    signature_lines: list[tuple[int, str]],
+    rules: list[Rule],
+    agent: Any,
+) -> list[str]:
+    """Ask an operator about an unsettled diagnosis of a big job (``acme.diagnosis.triage``); its note."""
+    from acme.diagnosis.triage import consider
+
+    model = (
+        getattr(getattr(_agent_for(agent), "endpoint", None), "model", None)
+        if record.source == "llm"
+        else None
+    )
+    note = consider(lake, record, job, signature_lines, rules, model)
+    return [note] if note else []
 
 
 def _best(candidates: list[dict[str, Any]]) -> dict[str, Any] | None:

@@ -1,10 +1,10 @@
 """Where a diagnosis goes: a recovery request for broken infrastructure under a training job, a message to
 the job's owner for failures of their own making, nothing otherwise.
 
-* Infrastructure failures of ``Pretrain`` / ``SFT`` jobs -> the conf of the ``recover_training`` DAG
-  (always a dry run when only the LLM agent says so):
-  ``{"cluster", "job_id", "nodes", "checkpoint_uri", "dry_run", "reason", "recovery_id"[, "detected_at"]}``
-  (its Params; ``checkpoint_uri`` is the job record's, or "": recover_training then takes
+* Infrastructure failures of ``Pretrain`` / ``SFT`` jobs -> a recovery request
+  (``acme.recovery.request.RecoveryRequest``, always a dry run when only the LLM agent says so), sent as
+  the conf of the ``recover_training`` DAG (``Route.recovery_conf``: the request's ``to_conf()``, its
+  Params; ``checkpoint_uri`` is the job record's, or "": recover_training then takes
   ``ACME_CHECKPOINT_URI_PATTERN``). Without a node list there is nothing to localize, so
   no recovery. Evaluation and debug jobs are cheap to resubmit, so they are not recovered automatically.
 * User-attributed failures -> an owner message (job, reason, evidence, mitigation) written to
@@ -23,6 +23,7 @@ from acme.hostlist import expand_hostlist
 if TYPE_CHECKING:
     from acme.diagnosis.records import DiagnosisRecord
     from acme.lake import Lake
+    from acme.recovery.request import RecoveryRequest
 
 RECOVERY = "recovery"
 OWNER_MESSAGE = "owner_message"
@@ -34,8 +35,13 @@ TRAINING_JOB_TYPES = ("Pretrain", "SFT")
 class Route:
     kind: str
     why: str
-    recovery_conf: dict[str, Any] | None = None
+    recovery: RecoveryRequest | None = None
     message: dict[str, Any] | None = None
+
+    @property
+    def recovery_conf(self) -> dict[str, Any] | None:
+        """The ``recover_training`` run conf of the recovery request (None without one)."""
+        return None if self.recovery is None else self.recovery.to_conf()
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -66,27 +72,36 @@ def route(record: DiagnosisRecord, job: dict[str, Any] | None) -> Route:
         nodes = expand_hostlist(job.get("node_list"))
         if not nodes:  # recover_training localizes faults among the job's nodes: it cannot start without them
             return Route(NO_ROUTE, f"{record.reason} under a {job_type} job, but its node list is unknown")
-        # From the job record when it says; else recover_training finds it (ACME_CHECKPOINT_URI_PATTERN).
-        checkpoint = job.get("checkpoint_uri") or ""
-        conf = {
-            "cluster": record.cluster,
-            "job_id": record.job_id,
-            "nodes": nodes,
-            "checkpoint_uri": checkpoint,
-            # The LLM's answer is untrusted (a log can carry a prompt injection): a diagnosis that only the
-            # agent made plans a recovery but never cordons or restarts; a rule, a past case or an
-            # operator has to agree first.
-            "dry_run": recovery_dry_run() or record.source == "llm",
-            "reason": record.reason,
-            # One recovery per job and failure, however often the diagnosis is re-run.
-            "recovery_id": re.sub(r"[^A-Za-z0-9._-]", "-", f"diag-{record.cluster}-{record.job_id}")[:128],
-        }
-        if job.get("end_time"):
-            conf["detected_at"] = str(job["end_time"])
-        return Route(RECOVERY, f"{record.reason} under a {job_type} job", recovery_conf=conf)
+        request = recovery_request(record, job, nodes)
+        return Route(RECOVERY, f"{record.reason} under a {job_type} job", recovery=request)
     if record.attribution == "user":
         return Route(OWNER_MESSAGE, f"{record.reason} is the job's own", message=owner_message(record, job))
     return Route(NO_ROUTE, f"{record.reason} ({record.category}, {record.attribution}) has no route")
+
+
+def recovery_request(record: DiagnosisRecord, job: dict[str, Any], nodes: list[str]) -> RecoveryRequest:
+    """The recovery request for an infrastructure failure of a training job on ``nodes``."""
+    from acme.recovery.request import DIAGNOSIS_SOURCES, MAX_EVIDENCE_LINES, RecoveryRequest
+
+    return RecoveryRequest(
+        cluster=record.cluster,
+        job_id=record.job_id,
+        nodes=tuple(nodes),
+        # From the job record when it says; else recover_training finds it (ACME_CHECKPOINT_URI_PATTERN).
+        checkpoint_uri=job.get("checkpoint_uri") or "",
+        # One recovery per job and failure, however often the diagnosis is re-run.
+        recovery_id=re.sub(r"[^A-Za-z0-9._-]", "-", f"diag-{record.cluster}-{record.job_id}")[:128],
+        # The LLM's answer is untrusted (a log can carry a prompt injection): a diagnosis that only the
+        # agent made plans a recovery but never cordons or restarts; a rule, a past case or an operator
+        # has to agree first.
+        dry_run=recovery_dry_run() or record.source == "llm",
+        reason=record.reason,
+        detected_at=str(job["end_time"]) if job.get("end_time") else None,
+        # What the approval form shows and the auto-approve policy reads (acme.recovery.approval).
+        diagnosis_source=record.source if record.source in DIAGNOSIS_SOURCES else "manual",
+        confidence=round(float(record.confidence), 4),
+        evidence=tuple(str(e.get("text", ""))[:500] for e in record.evidence[:MAX_EVIDENCE_LINES]),
+    )
 
 
 def owner_message(record: DiagnosisRecord, job: dict[str, Any]) -> dict[str, Any]:

@@ -21,24 +21,17 @@ beside a node that may be faulty would crash the job again).
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
-from datetime import UTC, datetime
+from dataclasses import asdict, replace
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from acme.errors import AcmeError, InputError
-from acme.recovery.actions import (
-    ActionLog,
-    acquire_job,
-    checked_metrics_file,
-    checked_name,
-    release_job,
-    utc_now,
-)
+from acme.recovery.actions import ActionLog, acquire_job, checked_name, release_job, utc_now
 from acme.recovery.backend import JobInfo, RestartPlan
-from acme.recovery.blast_radius import BlastRadiusLimit, check_blast_radius
+from acme.recovery.blast_radius import BlastRadiusLimit, CordonDecision, check_blast_radius
 from acme.recovery.localize import Localization, WorldResult, decide, plan_round1, plan_round2
+from acme.recovery.request import RecoveryRequest
 
 if TYPE_CHECKING:
     from acme.lake import Lake
@@ -54,88 +47,6 @@ class NeedsPersonError(AcmeError):
     def __init__(self, problem: str):
         self.problem = problem
         super().__init__(f"needs a person: {problem}")
-
-
-@dataclass(frozen=True)
-class RecoveryRequest:
-    """What a recovery is asked to do (the DAG's Params, or the diagnosis DAG's conf)."""
-
-    cluster: str
-    job_id: str
-    nodes: tuple[str, ...]
-    checkpoint_uri: str
-    recovery_id: str
-    run_id: str = ""
-    metrics_file: str | None = None
-    dry_run: bool = False
-    reason: str = ""
-    detected_at: str | None = None
-    checkpoint_from: str = "the checkpoint_uri Param"  # where the location came from, for error messages
-
-    @classmethod
-    def from_params(
-        cls,
-        params: Mapping[str, Any],
-        recovery_id: str,
-        run_id: str,
-        started: datetime,
-        default_checkpoint: str | None = None,
-        default_from: str = "ACME_CHECKPOINT_URI_PATTERN",
-    ) -> RecoveryRequest:
-        """Checked request from run Params; ``detected_at`` defaults to ``started`` (the run's start) and an
-        empty ``checkpoint_uri`` to ``default_checkpoint`` (found by ``default_from``, the setting named
-        when no healthy checkpoint is there)."""
-        nodes = params.get("nodes")
-        if isinstance(nodes, str):
-            nodes = [part.strip() for part in nodes.replace("\n", ",").split(",") if part.strip()]
-        if not isinstance(nodes, list | tuple) or not nodes:
-            raise InputError("nodes", "empty node list: give the crashed job's nodes in rank order")
-        for node in nodes:
-            checked_name(node, "node name")
-        if len(set(nodes)) != len(nodes):
-            raise InputError("nodes", "a node is listed twice")
-        checkpoint = params.get("checkpoint_uri")
-        checkpoint_from = "the checkpoint_uri Param"
-        if (
-            checkpoint is None or (isinstance(checkpoint, str) and not checkpoint.strip())
-        ) and default_checkpoint:
-            checkpoint, checkpoint_from = default_checkpoint, default_from
-        if not isinstance(checkpoint, str) or not checkpoint.strip():
-            raise InputError("checkpoint_uri", "missing: where the job's checkpoints are (folder or s3://…)")
-        detected = params.get("detected_at") or started.astimezone(UTC).isoformat()
-        try:
-            aware = datetime.fromisoformat(str(detected)).tzinfo is not None
-        except ValueError:
-            raise InputError("detected_at", f"{detected!r} is not an ISO 8601 time") from None
-        if not aware:
-            raise InputError(
-                "detected_at", f"{detected!r} has no time zone (write e.g. 2026-11-29T14:00:00+00:00)"
-            )
-        return cls(
-            cluster=checked_name(params.get("cluster"), "cluster"),
-            job_id=checked_name(str(params.get("job_id") or ""), "job_id"),
-            nodes=tuple(nodes),
-            checkpoint_uri=checkpoint.strip(),
-            recovery_id=checked_name(recovery_id, "recovery_id"),
-            run_id=run_id,
-            metrics_file=checked_metrics_file(params["metrics_file"]) if params.get("metrics_file") else None,
-            dry_run=bool(params.get("dry_run")),
-            reason=str(params.get("reason") or ""),
-            detected_at=str(detected),
-            checkpoint_from=checkpoint_from,
-        )
-
-    def to_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "nodes": list(self.nodes)}
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> RecoveryRequest:
-        return cls(**{**data, "nodes": tuple(data["nodes"])})
-
-    @property
-    def check_id(self) -> str:
-        """Names this recovery's check pods and jobs (short, stable across retries)."""
-        return hashlib.sha256(f"{self.cluster}|{self.job_id}|{self.recovery_id}".encode()).hexdigest()[:12]
 
 
 def action_log(lake: Lake, request: RecoveryRequest) -> ActionLog:
@@ -309,6 +220,24 @@ def decide_faults(
     return found.to_dict(evidence=False)
 
 
+def blast_radius_of(
+    log: ActionLog,
+    backend: RecoveryBackend,
+    faulty: Sequence[str],
+    job_nodes: Sequence[str],
+    limit: BlastRadiusLimit,
+) -> tuple[list[str], set[str], CordonDecision]:
+    """The faulty nodes still to cordon, those already out of scheduling, and the blast-radius decision."""
+    done_before = [node for node in faulty if log.done(f"cordon:{node}")]
+    already = backend.cordoned(list(job_nodes)) if faulty else set()
+    to_cordon = [node for node in faulty if node not in already and node not in done_before]
+    return (
+        to_cordon,
+        already,
+        check_blast_radius(to_cordon, len(job_nodes), limit, already_cordoned=len(already)),
+    )
+
+
 def take_out_faulty(
     lake: Lake,
     request: RecoveryRequest,
@@ -321,10 +250,7 @@ def take_out_faulty(
     log = action_log(lake, request)
     faulty = list(verdict.get("faulty") or [])
     with log.step("blast_radius", {"faulty": faulty, "job_nodes": len(job_nodes)}, request.dry_run) as result:
-        done_before = [node for node in faulty if log.done(f"cordon:{node}")]
-        already = backend.cordoned(list(job_nodes)) if faulty else set()
-        to_cordon = [node for node in faulty if node not in already and node not in done_before]
-        decision = check_blast_radius(to_cordon, len(job_nodes), limit, already_cordoned=len(already))
+        _, already, decision = blast_radius_of(log, backend, faulty, job_nodes, limit)
         result.update(allowed=decision.allowed, reason=decision.reason, limit=decision.limit,
                       already_cordoned=sorted(already))  # fmt: skip
         if not decision.allowed:
@@ -387,8 +313,10 @@ def restart_job(
     verdict: Mapping[str, Any],
     taken_out: Mapping[str, Any],
     checkpoint: Mapping[str, Any],
+    planned_because: str | None = None,
 ) -> dict[str, Any]:
-    """Resubmit the job once (resume-from, skip-batches, drained nodes excluded); detection-to-restart time."""
+    """Resubmit the job once (resume-from, skip-batches, drained nodes excluded); detection-to-restart time.
+    A dry-run ``request`` records the plan; ``planned_because`` says why it is one (default: a dry run)."""
     log = action_log(lake, request)
     undecided = verdict.get("undecided") or []
     plan = RestartPlan(
@@ -417,9 +345,9 @@ def restart_job(
                 else f"but has no checkpoint to resume from ({checkpoint.get('missing')})"
             )
             excluded = f", without {', '.join(plan.exclude_nodes)}" if plan.exclude_nodes else ""
+            because = planned_because or "dry run (ACME_RECOVERY_DRY_RUN / the dry_run Param)"
             result["planned"] = (
-                f"dry run (ACME_RECOVERY_DRY_RUN / the dry_run Param): would resubmit job {info.job_id} "
-                f"through {backend.name} {source}{excluded}"
+                f"{because}: would resubmit job {info.job_id} through {backend.name} {source}{excluded}"
             )
         else:
             result.update(backend.restart(info, plan))
@@ -453,12 +381,80 @@ def finish_recovery(
     round2: Sequence[Mapping[str, Any]],
     settings: RecoverySettings,
 ) -> dict[str, Any]:
-    """From the two rounds' results to the restart: decide → take out the faulty nodes (blast-radius limit,
-    cordon or drain) → choose the checkpoint → restart; each step its own record in the action log."""
+    """From the two rounds' results to the restart: decide → choose the checkpoint → approval
+    (``acme.recovery.approval``) → take out the faulty nodes (blast-radius limit, cordon or drain) →
+    restart; each step its own record in the action log.
+
+    A live recovery that must ask stops before the first cordon and returns ``awaiting_approval`` with the
+    form (``approval``: subject, body, plan); :func:`restart_after_approval` goes on once it is answered.
+    """
+    from acme.recovery.approval import (
+        AUTO_APPROVED,
+        GRANTED,
+        ApprovalPolicy,
+        approval_form,
+        approval_outcome,
+        planned_actions,
+        policy_decision,
+        record_approval,
+    )
+
     verdict = decide_faults(lake, request, round1, round2)
     limit = BlastRadiusLimit(settings.max_nodes, settings.max_share)
-    taken_out = take_out_faulty(lake, request, backend, verdict, opened["job"]["nodes"], limit)
-    checkpoint = choose_restart_checkpoint(lake, request)
+    job_nodes = opened["job"]["nodes"]
+    log = action_log(lake, request)
+    decision, checkpoint = None, None
+    if not request.dry_run:
+        faulty = list(verdict.get("faulty") or [])
+        to_cordon, _, radius = blast_radius_of(log, backend, faulty, job_nodes, limit)
+        # Live, the checkpoint is chosen before any cordon: the form shows it, and a recovery without a
+        # healthy one stops for a person with the cluster untouched.
+        checkpoint = choose_restart_checkpoint(lake, request) if radius.allowed else None
+        plan = planned_actions(verdict, to_cordon, len(job_nodes), radius, checkpoint or {})
+        policy = ApprovalPolicy.from_settings(settings)
+        decision = policy_decision(request, plan, policy)
+        earlier = approval_outcome(log)
+        if decision.ask and not (earlier and earlier["status"] in GRANTED):
+            subject, body = approval_form(request, plan, policy.timeout_s)
+            return {"verdict": verdict, "checkpoint": checkpoint, "awaiting_approval": True,
+                    "approval": {"subject": subject, "body": body, "plan": plan.to_dict(), "why": decision.why,
+                                 "timeout_s": policy.timeout_s},
+                    "action_log": opened["action_log"]}  # fmt: skip
+        if decision.auto:
+            record_approval(log, AUTO_APPROVED, "policy", decision.why, plan)
+    taken_out = take_out_faulty(lake, request, backend, verdict, job_nodes, limit)
+    checkpoint = checkpoint or choose_restart_checkpoint(lake, request)
     restarted = restart_job(lake, request, backend, opened["job"], verdict, taken_out, checkpoint)
     return {"verdict": verdict, "taken_out": taken_out, "checkpoint": checkpoint, "restart": restarted,
+            "awaiting_approval": False, "approval": {"why": decision.why if decision else "a dry run"},
             "action_log": opened["action_log"]}  # fmt: skip
+
+
+def restart_after_approval(
+    lake: Lake,
+    request: RecoveryRequest,
+    backend: RecoveryBackend,
+    opened: Mapping[str, Any],
+    finished: Mapping[str, Any],
+    settings: RecoverySettings,
+) -> dict[str, Any]:
+    """After the approval question (``finish_recovery`` returned ``awaiting_approval``): take out and
+    restart when the action log says approved; otherwise (rejected, timed out, never answered) record the
+    cordons and the restart as a plan: nothing on the cluster changes without an approval."""
+    from acme.recovery.approval import GRANTED, approval_outcome
+
+    outcome = approval_outcome(action_log(lake, request))
+    limit = BlastRadiusLimit(settings.max_nodes, settings.max_share)
+    verdict, job = finished["verdict"], opened["job"]
+    because = None
+    if outcome is None or outcome["status"] not in GRANTED:
+        status = outcome["status"] if outcome else "not answered"
+        who = f" by {outcome['by']}" if outcome and outcome.get("by") else ""
+        why = f": {outcome['reason']}" if outcome and outcome.get("reason") else ""
+        because = f"not approved ({status}{who}{why}), so the recovery ends as a plan"
+        request = replace(request, dry_run=True)
+    taken_out = take_out_faulty(lake, request, backend, verdict, job["nodes"], limit)
+    checkpoint = finished["checkpoint"]  # chosen before the question (the one the form showed)
+    restarted = restart_job(lake, request, backend, job, verdict, taken_out, checkpoint, because)
+    return {"verdict": verdict, "taken_out": taken_out, "checkpoint": checkpoint, "restart": restarted,
+            "approval": outcome, "action_log": opened["action_log"]}  # fmt: skip

@@ -247,10 +247,16 @@ def test_infrastructure_failure_of_a_training_job_requests_recovery(lake, monkey
     record = diagnose_job(lake, "seren", {**JOB, "job_id": "1"}, agent=None)
     decided = route(record, {**JOB, "job_id": "1"})
     assert decided.kind == RECOVERY
-    assert decided.recovery_conf == {
+    conf = decided.recovery_conf
+    evidence = [e["text"] for e in record.evidence]
+    assert conf == {
         "cluster": "seren", "job_id": "1", "nodes": ["node01", "node02", "node07"],
         "checkpoint_uri": "", "dry_run": True, "reason": "ECCError", "recovery_id": "diag-seren-1",
+        "diagnosis_source": "rule", "confidence": record.confidence, "evidence": evidence,
     }  # fmt: skip
+    assert evidence and all(
+        "Xid" in line or "ECC" in line or "uncorrectable" in line.lower() for line in evidence
+    )
     assert route(record, {**JOB, "job_type": "Eval"}).kind == NO_ROUTE
     assert route(record, {**JOB, "node_list": None}).kind == NO_ROUTE  # nothing to localize faults among
 
