@@ -121,6 +121,8 @@ demo: setup
 	  steps = [json.loads(line) for line in open(path)]; \
 	  print("  recovery steps:", ", ".join("%s (%s)" % (s["step"], s["status"]) for s in steps)); \
 	  print("  action log:", path)'
+	@echo "   Where the night's messages went (owner digests, on-call pages; channels: include/config/notify.yaml):"
+	@$(PY) -m acme notify-status --lake $(ACME_LAKE_URI)
 	@echo "5. Evaluation of a real checkpoint (SmolLM2-135M-Instruct, GGUF, llama.cpp on the CPU) on real benchmark items"
 	@ACME_EVAL_MAX_NEW_TOKENS=$${ACME_EVAL_MAX_NEW_TOKENS:-128} $(DAG_TEST) evaluate evaluate_checkpoint 2023-07-03 \
 	  "{\"model_location\": \"$$($(PY) -c 'from acme.evaluation.inference import bundled_gguf; print(bundled_gguf())')\", \"model_size\": \"135M\", \"suite\": \"real\", \"nodes\": 1}"

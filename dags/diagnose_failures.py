@@ -24,7 +24,8 @@ retry, only a hand-over and a task start on the way from the crash to its restar
 
 **Routing**: Infrastructure failures of Pretrain/SFT jobs trigger `recover_training` with
 `{"cluster", "job_id", "nodes", "checkpoint_uri", "dry_run", "reason"}`; user failures get an
-owner message at `diagnosis/messages/cluster=<c>/date=<d>/<job_id>.json`.
+owner message at `diagnosis/messages/cluster=<c>/date=<d>/<job_id>.json`. `notify` sends each owner one
+digest of the run and pages on-call for infrastructure failures of large jobs (`docs/notifications.md`).
 
 **Manual runs**: `cluster` and `job_id` (and `log`, a location under the log root, when the
 log is elsewhere than the pattern says): that job is always diagnosed again. Or `cluster` and `day`:
@@ -41,6 +42,7 @@ from airflow.sdk import Param, dag, get_current_context, task
 from acme import settings
 from acme_airflow.assets import DIAGNOSES, JOB_TRACES
 from acme_airflow.defaults import DEFAULT_ARGS, Tag
+from acme_airflow.notify import nightly_deadline
 from acme_airflow.params import cluster_param
 
 RECOVERY_DAG_ID = "recover_training"
@@ -48,6 +50,7 @@ RECOVERY_DAG_ID = "recover_training"
 
 @dag(
     dag_id="diagnose_failures",
+    deadline=nightly_deadline("diagnose_failures", scheduled=False),  # late notice to on-call
     schedule=JOB_TRACES,
     start_date=settings.project().start_date,
     catchup=False,
@@ -175,9 +178,17 @@ def diagnose_failures():
         with lake_task() as lake:
             lake.delete_prefix(plan_folder(get_current_context()["run_id"]))
 
+    @task(trigger_rule="none_failed")
+    def notify() -> dict:
+        """Owner digests (one per owner) and on-call pages of the run, queued in the lake (notify/queue/) and
+        sent exactly once through the channels of include/config/notify.yaml (docs/notifications.md)."""
+        from acme_airflow.notify import notify_run_in_task
+
+        return notify_run_in_task(get_current_context())
+
     planned = plan_jobs()
     recoveries = publish(diagnose.expand(step=planned), planned["diagnosed"])
-    recoveries >> drop_plan()
+    recoveries >> notify() >> drop_plan()
     # Mapped over the recovery requests: none (the usual night) -> the task is skipped, nothing is triggered.
     TriggerDagRunOperator.partial(
         task_id="trigger_recovery",

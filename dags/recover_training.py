@@ -135,6 +135,13 @@ def recover_training():
         return finish_in_task(opened, list(round1), list(round2 or []))
 
     @task
+    def page_oncall(opened: dict | None) -> dict:
+        """Page on-call with the recovery's final state from its action log (docs/notifications.md)."""
+        from acme_airflow.notify import page_recovery_in_task
+
+        return page_recovery_in_task(get_current_context(), opened)
+
+    @task
     def release(opened: dict | None) -> bool:
         """Release the job's recovery marker; nothing to release when the recovery never opened (bad Params)."""
         from acme.recovery.recover import RecoveryRequest, close_recovery
@@ -151,7 +158,7 @@ def recover_training():
     round2 = check_round2.partial(opened=opened).expand(world=plan_round2(opened, round1))
     restarted = decide_and_restart(opened, round1, round2)
     # A teardown: the marker is released whatever happened, and the run keeps the outcome of the restart.
-    restarted >> release(opened).as_teardown()
+    restarted >> release(opened).as_teardown() >> page_oncall(opened).as_teardown()
 
 
 recover_training()
