@@ -186,6 +186,9 @@ def send_late_notices(dag_id: str, rule: str, context: dict[str, Any]) -> dict[s
     start = run.get("data_interval_start") or run.get("logical_date") or run.get("run_after") or ""
     day = str(start)[:10] or "undated"
     deadline = str((context.get("deadline") or {}).get("deadline_time") or "")
+    if _created_after(run, deadline):  # a backfill or catch-up of an old night: not late, just old
+        print(f"late notice skipped: {dag_id} run {run_id} was created after its deadline {deadline}")
+        return {"sent": 0, "queued": 0, "skipped": "created after its deadline"}
     lake = task_lake()
     for cluster in sorted(load_clusters()):
         enqueue(
@@ -196,3 +199,15 @@ def send_late_notices(dag_id: str, rule: str, context: dict[str, Any]) -> dict[s
         )
     report = deliver_queued(lake)
     return {"sent": len(report.sent), "queued": sum(report.unrouted.values()) + len(report.failed)}
+
+
+def _created_after(run: dict[str, Any], deadline: str) -> bool:
+    from datetime import datetime
+
+    created = run.get("queued_at") or run.get("run_after")
+    try:
+        return bool(created and deadline) and datetime.fromisoformat(str(created)) > datetime.fromisoformat(
+            deadline
+        )
+    except ValueError:
+        return False

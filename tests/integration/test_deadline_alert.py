@@ -1,7 +1,9 @@
 """The nightly chain's DeadlineAlert fires for real: a scheduler (LocalExecutor, Postgres) finds the missed
-deadline of an ``ingest_job_traces`` run that is not done (its DAG is paused, so it stays queued), a
-triggerer runs the late-notice callback, and the notice arrives at on-call's mailbox (aiosmtpd). Everything
-started here is stopped here, by process group."""
+deadline of a ``diagnose_failures`` run that is not done (its DAG is paused, so the run stays queued; budget
+ACME_NOTIFY_STEP_BUDGET_MINUTES=1), a triggerer runs the late-notice callback, and the notices (one per
+cluster) arrive at on-call's mailbox (aiosmtpd). Everything started here is stopped here, by process
+group. The hour-based deadline of ``ingest_job_traces`` is checked at parse time in
+tests/unit/notify/test_deadlines.py (an hour cannot pass inside a test)."""
 
 from __future__ import annotations
 
@@ -65,7 +67,7 @@ def test_a_run_not_done_by_its_deadline_sends_the_late_notice_to_oncall(tmp_path
                "AIRFLOW__API_AUTH__JWT_SECRET": "acme-h29a-test-secret",
                "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "5", "AIRFLOW__SCHEDULER__SCHEDULER_HEARTBEAT_SEC": "2",
                "ACME_LAKE_URI": str(tmp_path / "lake"), "ACME_NOTIFY_FILE": str(routing),
-               "ACME_NOTIFY_DEADLINE_HOUR": "6", "ACME_NOTIFY_DEADLINE_TIMEZONE": "UTC",
+               "ACME_NOTIFY_DEADLINE_HOUR": "6", "ACME_NOTIFY_STEP_BUDGET_MINUTES": "1",
                "AIRFLOW_CONN_SMTP_H29A_LATE": smtp_connection(smtp_port)}  # fmt: skip
         try:
             subprocess.run([AIRFLOW, "db", "migrate"], env=env, check=True, capture_output=True, timeout=300)
@@ -76,18 +78,17 @@ def test_a_run_not_done_by_its_deadline_sends_the_late_notice_to_oncall(tmp_path
             processes.append(_start(env, logs, "scheduler", "scheduler", "--skip-serve-logs"))
             processes.append(_start(env, logs, "triggerer", "triggerer", "--skip-serve-logs"))
             wait_for(
-                lambda: any(d["dag_id"] == "ingest_job_traces" for d in airflow_json(env, "dags", "list")),
-                180, "the dag-processor to register ingest_job_traces", logs,
+                lambda: any(d["dag_id"] == "diagnose_failures" for d in airflow_json(env, "dags", "list")),
+                180, "the dag-processor to register diagnose_failures", logs,
             )  # fmt: skip
-            # The night of 2023-07-01: its deadline (2023-07-02 06:00 UTC) is long past, and the paused DAG
-            # keeps the run queued, unfinished.
+            # The paused DAG keeps the run queued, unfinished, past its deadline (queued + 1 min).
             triggered = subprocess.run(
-                [AIRFLOW, "dags", "trigger", "ingest_job_traces", "--logical-date", "2023-07-01T00:00:00+00:00",
-                 "--run-id", "h29a-late-night"],
+                [AIRFLOW, "dags", "trigger", "diagnose_failures", "--run-id", "h29a-late-night",
+                 "--conf", '{"cluster": "kalos", "day": "2023-07-01"}'],
                 env=env, capture_output=True, text=True, timeout=120,
             )  # fmt: skip
             assert triggered.returncode == 0, triggered.stderr[-2000:]
-            wait_for(lambda: len(mailbox.messages) >= 2, 180, "the late notices (one per cluster)", logs)
+            wait_for(lambda: len(mailbox.messages) >= 2, 240, "the late notices (one per cluster)", logs)
         finally:
             _stop(processes)
             psql(f"DROP DATABASE IF EXISTS {database} WITH (FORCE)")

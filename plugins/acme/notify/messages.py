@@ -27,6 +27,10 @@ def _digest_of(parts: Iterable[str]) -> str:
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:12]
 
 
+def _hours(value: float) -> str:
+    return f"{value:.2f}" if value < 10 else f"{value:.1f}"
+
+
 def report_link(report_url: str, lake: Lake, cluster: str, day: str) -> str:
     """Where the day's characterization report is: under ``ACME_NOTIFY_REPORT_URL``, else in the lake."""
     page = f"{lake_keys.report(cluster, day, root='')}/index.html"
@@ -52,7 +56,7 @@ def owner_digest(
         f"Hello {user or 'job owner'},",
         "",
         f"{len(owner_messages)} of your jobs on {cluster} submitted on {day} failed, "
-        f"{total_hours:.1f} GPU-hours lost. By reason:",
+        f"{_hours(total_hours)} GPU-hours lost. By reason:",
     ]
     groups = sorted(
         by_reason.items(), key=lambda kv: (-sum(float(m.get("gpu_hours") or 0) for m in kv[1]), kv[0])
@@ -68,7 +72,7 @@ def owner_digest(
         "date": day,
         "recipient": user,
         "subject": f"[acme] {cluster} {day}: {len(owner_messages)} of your jobs failed "
-        f"({len(by_reason)} reason{'s' if len(by_reason) != 1 else ''}, {total_hours:.1f} GPU-hours)",
+        f"({len(by_reason)} reason{'s' if len(by_reason) != 1 else ''}, {_hours(total_hours)} GPU-hours)",
         "text": "\n".join(lines) + "\n",
         "jobs": job_ids,
         "report": report,
@@ -81,7 +85,7 @@ def _reason_block(reason: str, jobs: list[dict[str, Any]]) -> list[str]:
     shown = ", ".join(ids[:_JOBS_SHOWN]) + (
         f" and {len(ids) - _JOBS_SHOWN} more" if len(ids) > _JOBS_SHOWN else ""
     )
-    block = [f"{reason} ({jobs[0].get('category') or 'uncategorized'}): {len(jobs)} job(s), {hours:.1f} GPU-hours lost",
+    block = [f"{reason} ({jobs[0].get('category') or 'uncategorized'}): {len(jobs)} job(s), {_hours(hours)} GPU-hours lost",
              f"  jobs: {shown}"]  # fmt: skip
     with_evidence = next((m for m in jobs if m.get("evidence")), None)
     if with_evidence is not None:

@@ -125,8 +125,8 @@ class DeliveryReport:
 
     def summary(self, lake: Lake) -> str:
         """One line for the task log: where the messages went, and what waits where."""
-        where = ", ".join(sorted({f"{s['kind']} via {s['channel']}" for s in self.sent})) or "nowhere"
-        parts = [f"sent {len(self.sent)} message(s) ({where})"]
+        where = ", ".join(sorted({f"{s['kind']} via {s['channel']}" for s in self.sent}))
+        parts = [f"sent {len(self.sent)} message(s)" + (f" ({where})" if where else "")]
         if self.failed:
             reasons = sorted({f["error"] for f in self.failed})
             parts.append(f"{len(self.failed)} stay queued after a failed send ({'; '.join(reasons)[:300]})")

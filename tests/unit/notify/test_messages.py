@@ -22,8 +22,8 @@ def test_the_digest_groups_the_owners_jobs_by_reason_with_gpu_hours_evidence_mit
     assert (
         digest["kind"] == "digest" and digest["recipient"] == "alice" and digest["jobs"] == ["j1", "j2", "j3"]
     )
-    assert "3 of your jobs on seren submitted on 2023-07-01 failed, 5.8 GPU-hours lost" in text
-    assert text.index("OutOfMemoryError (Script): 2 job(s), 5.5 GPU-hours lost") < text.index("ImportError")
+    assert "3 of your jobs on seren submitted on 2023-07-01 failed, 5.75 GPU-hours lost" in text
+    assert text.index("OutOfMemoryError (Script): 2 job(s), 5.50 GPU-hours lost") < text.index("ImportError")
     assert "evidence (job j1, line 7): CUDA out of memory" in text
     assert "what to do: fix ImportError" in text and "Report: http://reports/x/index.html" in text
     # The same jobs give the same message id (a retry composes the same message); other jobs another.
