@@ -29,6 +29,7 @@ class Mailbox:
     def __init__(self) -> None:
         self.messages: list[EmailMessage] = []
         self.recipients: list[list[str]] = []
+        self.arrived: list[float] = []  # time.time() of each message's end of DATA
 
     async def handle_DATA(self, server, session, envelope):
         parsed = email.message_from_bytes(
@@ -36,6 +37,7 @@ class Mailbox:
         )
         self.messages.append(parsed)  # type: ignore[arg-type]
         self.recipients.append(list(envelope.rcpt_tos))
+        self.arrived.append(time.time())
         return "250 Message accepted for delivery"
 
     def bodies(self) -> list[str]:

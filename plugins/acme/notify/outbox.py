@@ -147,6 +147,11 @@ def destination(routing: Routing, message: dict[str, Any]) -> Destination:
 def deliver(lake: Lake, routing: Routing, senders: dict[str, Sender]) -> DeliveryReport:
     """Send every queued message that has a route (see the module docstring); the others stay queued."""
     report = DeliveryReport()
+    if not routing.configured:  # nothing can go anywhere: count the queue from one listing, read nothing
+        waiting = sum(1 for key in lake.list(lake_keys.NOTIFY_QUEUE) if key.endswith(".json"))
+        if waiting:
+            report.unrouted[f"no channel configured in {routing.source}"] = waiting
+        return report
     for message in queued(lake):
         where = destination(routing, message)
         if where.channel is None:

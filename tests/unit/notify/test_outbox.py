@@ -98,5 +98,9 @@ def test_with_nothing_configured_messages_stay_in_the_lake_and_one_line_says_whe
     line = report.summary(lake)
     assert "\n" not in line
     assert f"queued in the lake at {lake.url('notify/queue')}/" in line
-    assert "1 no owner channel in notify.yaml" in line and "1 no on-call channel for seren" in line
+    assert "(2 no channel configured in notify.yaml)" in line
     assert len(outbox.queued(lake)) == 2
+    oncall_only = parse_routing({"channels": {"c": {"kind": "apprise", "connection": "x"}},
+                                 "oncall": {"clusters": {"kalos": "c"}}}, "notify.yaml")  # fmt: skip
+    line = outbox.deliver(lake, oncall_only, {}).summary(lake)
+    assert "1 no owner channel in notify.yaml" in line and "1 no on-call channel for seren" in line
