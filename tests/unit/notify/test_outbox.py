@@ -104,3 +104,35 @@ def test_with_nothing_configured_messages_stay_in_the_lake_and_one_line_says_whe
                                  "oncall": {"clusters": {"kalos": "c"}}}, "notify.yaml")  # fmt: skip
     line = outbox.deliver(lake, oncall_only, {}).summary(lake)
     assert "1 no owner channel in notify.yaml" in line and "1 no on-call channel for seren" in line
+
+
+def test_notify_status_prints_where_the_messages_went(lake, capsys):
+    from acme.cli import main
+
+    outbox.enqueue(lake, _message())
+    outbox.enqueue(lake, _message(id="page-seren-1-x-requested", kind="page", recipient="oncall"))
+    outbox.deliver(lake, parse_routing({"channels": {"mail": {"kind": "smtp", "connection": "c"}},
+                                        "owners": {"channel": "mail", "domain": "acme.example"}}, "t.yaml"),
+                   {"smtp": FakeSender()})  # fmt: skip
+    assert main(["notify-status", "--lake", lake.uri]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out == [
+        "  sent: 1 digest via mail to alice@acme.example",
+        f"  waiting in the lake ({lake.url('notify/queue')}/): 1 page: no channel configured "
+        "(include/config/notify.yaml)",
+    ]
+
+
+def test_notify_release_resends_an_in_doubt_message_once(lake, capsys):
+    from acme.cli import main
+
+    message = _message()
+    outbox.enqueue(lake, message)
+    lake.write_json(outbox.ledger_key(message),
+                    {"id": message["id"], "message": message, "attempts": [{"at": "t", "by": "h:1", "outcome": None}]})  # fmt: skip
+    assert main(["notify-release", message["id"], "--by", "ops-anna", "--lake", lake.uri]) == 0
+    assert '"released": true' in capsys.readouterr().out
+    send = FakeSender()
+    assert len(outbox.deliver(lake, ROUTED, {"smtp": send}).sent) == 1 and len(send.sent) == 1
+    assert lake.read_json(outbox.ledger_key(message))["attempts"][0]["released_by"] == "ops-anna"
+    assert main(["notify-release", "nope", "--by", "x", "--lake", lake.uri]) == 2
