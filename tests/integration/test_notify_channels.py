@@ -175,3 +175,20 @@ def test_exactly_once_under_a_sigkill_between_the_send_and_the_ledger_write(lake
     assert waiting["waiting"].startswith("in doubt: the sender")
     (attempt,) = lake.read_json(outbox.ledger_key(message))["attempts"]
     assert attempt["outcome"] is None and attempt["to"] == ["alice@acme.example"]
+
+
+def test_an_apprise_service_that_is_down_is_not_counted_as_sent(lake, monkeypatch):
+    from acme_airflow.notify import SENDERS
+
+    conn = {
+        "conn_type": "apprise",
+        "extra": {"config": {"path": f"mqtt://127.0.0.1:{free_port()}/acme/h29a/down"}},
+    }
+    monkeypatch.setenv("AIRFLOW_CONN_APPRISE_H29A_DOWN", __import__("json").dumps(conn))
+    outbox.enqueue(lake, _digest())
+    report = outbox.deliver(lake, _routing("apprise", "apprise_h29a_down"), SENDERS)
+    assert report.sent == [] and len(report.failed) == 1
+    (waiting,) = outbox.queued(lake)
+    assert waiting["waiting"] == (
+        "send failed: ChannelDownError: apprise connection apprise_h29a_down: no service took the message"
+    )
