@@ -195,10 +195,13 @@ def page(
         or "  (no log lines)"
     )
     gpus = job.get("gpu_num")
+    confidence = diagnosis.get("confidence")
+    found = (
+        f"confidence {float(confidence):.2f}, " if confidence is not None else ""
+    ) + f"found by {diagnosis.get('source')}"
     lines = [
         f"Job {job_id}{' (' + str(job['job_name']) + ')' if job.get('job_name') else ''} on {cluster} failed: "
-        f"{diagnosis['reason']} ({diagnosis.get('category')}; confidence {float(diagnosis.get('confidence') or 0):.2f}, "
-        f"found by {diagnosis.get('source')}).",
+        f"{diagnosis['reason']} ({diagnosis.get('category')}; {found}).",
         f"Job: {job.get('job_type') or 'untyped'}, {gpus if gpus is not None else '?'} GPUs, user {job.get('user') or '?'}.",
         f"Evidence:\n{evidence}",
         f"Suspect nodes: {suspect_nodes(action_log, nodes)}",
