@@ -125,6 +125,8 @@ demo: setup
 	  print("  approval: %s (by %s): %s" % (approval["status"], approval["by"], approval["reason"])); \
 	  print("    it would have asked (Required Actions, recover_training.approve) for a manual start, more than %s node(s) to cordon or a diagnosis not by %s" % (settings.recovery().auto_approve_max_nodes, "/".join(settings.recovery().auto_approve_sources))); \
 	  print("  action log:", path)'
+	@echo "   Where the night's messages went (owner digests, on-call pages; channels: include/config/notify.yaml):"
+	@$(PY) -m acme notify-status --lake $(ACME_LAKE_URI)
 	@echo "5. Evaluation of a real checkpoint (SmolLM2-135M-Instruct, GGUF, llama.cpp on the CPU) on real benchmark items"
 	@ACME_EVAL_MAX_NEW_TOKENS=$${ACME_EVAL_MAX_NEW_TOKENS:-128} $(DAG_TEST) evaluate evaluate_checkpoint 2023-07-03 \
 	  "{\"model_location\": \"$$($(PY) -c 'from acme.models.bundled import bundled_gguf; print(bundled_gguf())')\", \"model_size\": \"135M\", \"suite\": \"real\", \"nodes\": 1}"

@@ -28,11 +28,13 @@ from airflow.sdk import AssetOrTimeSchedule, CronTriggerTimetable, Param, dag, g
 from acme import settings
 from acme_airflow.assets import DIAGNOSES, METRICS, REPORTS
 from acme_airflow.defaults import DEFAULT_ARGS, Tag
+from acme_airflow.notify import nightly_deadline
 from acme_airflow.params import cluster_param
 
 
 @dag(
     dag_id="characterize",
+    deadline=nightly_deadline("characterize", scheduled=False),  # late notice to on-call
     schedule=AssetOrTimeSchedule(
         timetable=CronTriggerTimetable("0 4 1 * *", timezone="UTC"), assets=(DIAGNOSES | METRICS)
     ),

@@ -24,7 +24,8 @@ retry, only a hand-over and a task start on the way from the crash to its restar
 
 **Routing**: Infrastructure failures of Pretrain/SFT jobs trigger `recover_training` with
 `{"cluster", "job_id", "nodes", "checkpoint_uri", "dry_run", "reason"}`; user failures get an
-owner message at `diagnosis/messages/cluster=<c>/date=<d>/<job_id>.json`.
+owner message at `diagnosis/messages/cluster=<c>/date=<d>/<job_id>.json`. `notify` sends each owner one
+digest of the run and pages on-call for infrastructure failures of large jobs (`docs/notifications.md`).
 
 **Triage** (docs/approvals.md): an Unknown or unsure diagnosis of a job that lost at least
 `ACME_TRIAGE_MIN_GPU_HOURS` (or one only an untrusted LLM made) becomes a question, once per log template;
@@ -50,6 +51,7 @@ from acme import settings
 from acme_airflow.assets import DIAGNOSES, JOB_TRACES
 from acme_airflow.defaults import DEFAULT_ARGS, Tag
 from acme_airflow.hitl import TriageEntryOperator
+from acme_airflow.notify import nightly_deadline
 from acme_airflow.params import cluster_param
 
 RECOVERY_DAG_ID = "recover_training"
@@ -57,6 +59,7 @@ RECOVERY_DAG_ID = "recover_training"
 
 @dag(
     dag_id="diagnose_failures",
+    deadline=nightly_deadline("diagnose_failures", scheduled=False),  # late notice to on-call
     schedule=JOB_TRACES,
     start_date=settings.project().start_date,
     catchup=False,
@@ -184,6 +187,14 @@ def diagnose_failures():
         with lake_task() as lake:
             lake.delete_prefix(plan_folder(get_current_context()["run_id"]))
 
+    @task(trigger_rule="none_failed")
+    def notify() -> dict:
+        """Owner digests (one per owner) and on-call pages of the run, queued in the lake (notify/queue/) and
+        sent exactly once through the channels of include/config/notify.yaml (docs/notifications.md)."""
+        from acme_airflow.notify import notify_run_in_task
+
+        return notify_run_in_task(get_current_context())
+
     @task
     def plan_triage() -> list[dict]:
         """Claim the open triage questions for this run's forms (acme.diagnosis.triage; none in a manual run)."""
@@ -193,7 +204,7 @@ def diagnose_failures():
 
     planned = plan_jobs()
     recoveries = publish(diagnose.expand(step=planned), planned["diagnosed"])
-    recoveries >> drop_plan()
+    recoveries >> notify() >> drop_plan()
     # After the run published, so a question never delays a recovery; one form per question, deferred
     # (no worker slot) until answered or ACME_TRIAGE_TIMEOUT_S.
     questions = plan_triage()

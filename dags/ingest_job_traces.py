@@ -48,11 +48,13 @@ from acme import settings
 from acme.jobs.formats import FORMAT_NAMES
 from acme_airflow.assets import JOB_TRACES
 from acme_airflow.defaults import DEFAULT_ARGS, Tag
+from acme_airflow.notify import nightly_deadline
 from acme_airflow.params import configured_cluster_names, manual_run_params
 
 
 @dag(
     dag_id="ingest_job_traces",
+    deadline=nightly_deadline("ingest_job_traces", scheduled=True),  # late notice to on-call
     schedule=CronDataIntervalTimetable("@daily", timezone="UTC"),
     start_date=settings.project().start_date,
     catchup=settings.project().catchup,

@@ -117,6 +117,13 @@ def recover_training():
         return restart_in_task(opened, finished)
 
     @task
+    def page_oncall(opened: dict | None) -> dict:
+        """Page on-call with the recovery's final state from its action log (docs/notifications.md)."""
+        from acme_airflow.notify import page_recovery_in_task
+
+        return page_recovery_in_task(get_current_context(), opened)
+
+    @task
     def release(opened: dict | None) -> bool:
         """Release the job's recovery marker; nothing to release when the recovery never opened (bad Params)."""
         from acme_airflow.recovery import release_in_task
@@ -137,6 +144,8 @@ def recover_training():
     approval >> after_approval
     # A teardown: the marker is released whatever happened, and the run keeps the outcome of the restart.
     after_approval >> release(opened).as_teardown()
+    # The final state (restarted, planned, rejected, timed out) once the approval is settled, beside the release.
+    after_approval >> page_oncall(opened).as_teardown()
 
 
 recover_training()

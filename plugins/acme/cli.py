@@ -35,6 +35,23 @@ def build_parser() -> argparse.ArgumentParser:
     summary.add_argument("--json", action="store_true", help="print JSON instead of a table")
     summary.set_defaults(handler=_lake_summary)
 
+    notify = commands.add_parser(
+        "notify-status",
+        help="where the messages went: sent (from the ledger) and waiting in the lake's queue",
+    )
+    notify.add_argument("--lake", help="lake root (default: ACME_LAKE_URI or ./lake)")
+    notify.add_argument("--json", action="store_true", help="print JSON instead of lines")
+    notify.set_defaults(handler=_notify_status)
+    release = commands.add_parser(
+        "notify-release",
+        help="resend an in-doubt message (its sender died between sending and recording): you checked it "
+        "did not arrive",
+    )
+    release.add_argument("message_id", help="the id the delivery log and notify-status name")
+    release.add_argument("--by", required=True, help="who checked (recorded in the ledger)")
+    release.add_argument("--lake", help="lake root (default: ACME_LAKE_URI or ./lake)")
+    release.set_defaults(handler=_notify_release)
+
     _add_synth_trace(commands)
 
     metrics = commands.add_parser(
@@ -278,6 +295,34 @@ def _ingest_jobs(args: argparse.Namespace) -> dict:
             return ingest_job_file(lake, job_input, handle.name, args.max_quarantine_share)
     with _local_copy(args.input) as local_path:
         return ingest_job_file(lake, job_input, local_path, args.max_quarantine_share)
+
+
+def _notify_status(args: argparse.Namespace) -> dict | None:
+    from acme.lake import open_lake
+    from acme.notify.outbox import status
+
+    found = status(open_lake(args.lake))
+    if args.json:
+        return found
+    for what, count in found["sent"].items():
+        print(f"  sent: {count} {what}")
+    for what, count in found["waiting"].items():
+        print(f"  waiting in the lake ({found['queue']}/): {count} {what}")
+    if not found["sent"] and not found["waiting"]:
+        print(f"  no messages (queue: {found['queue']}/)")
+    return None
+
+
+def _notify_release(args: argparse.Namespace) -> dict:
+    from acme.errors import InputError
+    from acme.lake import open_lake
+    from acme.notify.outbox import queued, release_in_doubt
+
+    lake = open_lake(args.lake)
+    message = next((m for m in queued(lake) if m["id"] == args.message_id), None)
+    if message is None:
+        raise InputError(args.message_id, "no such message waits in the queue")
+    return {"message_id": args.message_id, "released": release_in_doubt(lake, message, by=args.by)}
 
 
 def _lake_summary(args: argparse.Namespace) -> dict | None:

@@ -18,6 +18,7 @@ Areas, in the order data flows::
     diagnoses/…           diagnosis records per cluster and day; diagnosis/… the diagnosis's own state
     detection/…           hang and fail-slow episodes
     recovery/…            recovery action logs and the simulated backend's state
+    notify/…              messages waiting to go out (queue) and what was sent (ledger)
     eval/…                evaluation runs and the learned priors
     reports/…             published characterization reports
 """
@@ -249,6 +250,27 @@ def recovery_job(cluster: str, job_id: str) -> str:
 def simulated_backend_state(cluster: str) -> str:
     """The simulated cluster's node and job state."""
     return f"recovery/simulated/cluster={cluster}/state.json"
+
+
+# --- notifications ---------------------------------------------------------------------------------
+
+NOTIFY_QUEUE = "notify/queue"
+NOTIFY_LEDGER = "notify/ledger"
+
+
+def notify_queued(cluster: str, day: date | str | None, message_id: str) -> str:
+    """One message waiting to go out (owner digest, page, late notice), with its last failure."""
+    return f"{NOTIFY_QUEUE}/cluster={cluster}/date={_day(day)}/{safe_name(message_id)}.json"
+
+
+def notify_ledger_day(cluster: str, day: date | str | None) -> str:
+    """The folder of the ledger entries of one cluster's messages about one day."""
+    return f"{NOTIFY_LEDGER}/cluster={cluster}/date={_day(day)}"
+
+
+def notify_ledger(cluster: str, day: date | str | None, message_id: str) -> str:
+    """The delivery record of one message: its attempts, and when and where it was sent."""
+    return f"{notify_ledger_day(cluster, day)}/{safe_name(message_id)}.json"
 
 
 # --- evaluation ------------------------------------------------------------------------------------

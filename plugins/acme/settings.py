@@ -850,3 +850,54 @@ class ReportSettings:
 
 def report() -> ReportSettings:
     return ReportSettings.from_env()
+
+
+# --------------------------------------------------------------------------------------------------
+# Notify: owner digests, on-call pages and late notices (acme.notify, docs/notifications.md)
+# --------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class NotifySettings:
+    routing_file: Path
+    """Channels, owner addresses and on-call routes (``ACME_NOTIFY_FILE``, default
+    ``include/config/notify.yaml``; as shipped nothing is configured and messages stay queued in the lake)."""
+    report_url: str
+    """Base URL of the published reports for the digests' links (``ACME_NOTIFY_REPORT_URL``; empty: the
+    report's location in the lake)."""
+    deadline_hour: int | None
+    """Hour of the day (0-23, in ``deadline_timezone``) by which the nightly chain (``ingest_job_traces`` →
+    ``diagnose_failures`` → ``characterize``) must be done, else a late notice goes to on-call
+    (``ACME_NOTIFY_DEADLINE_HOUR``, default 6; ``off``: no deadline alerts)."""
+    deadline_timezone: str
+    """The clusters' time zone the deadline hour is in (``ACME_NOTIFY_DEADLINE_TIMEZONE``, default UTC; an IANA
+    name such as Asia/Shanghai)."""
+    step_budget_minutes: int
+    """How long each later step of the chain (``diagnose_failures``, ``characterize``: started by Asset events,
+    so their runs have no logical date to hang an hour on) may take from being queued before its late notice
+    (``ACME_NOTIFY_STEP_BUDGET_MINUTES``, default 120)."""
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> NotifySettings:
+        from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+        read = Env(environ)
+        hour: int | None = None
+        if read.text("ACME_NOTIFY_DEADLINE_HOUR", "6").lower() not in ("off", "none"):
+            hour = read.integer("ACME_NOTIFY_DEADLINE_HOUR", 6, low=0, high=23)
+        zone = read.text("ACME_NOTIFY_DEADLINE_TIMEZONE", "UTC")
+        try:
+            ZoneInfo(zone)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise ConfigError(f"ACME_NOTIFY_DEADLINE_TIMEZONE={zone!r} is not a known time zone") from None
+        return cls(
+            routing_file=read.path("ACME_NOTIFY_FILE", _include_dir(read) / "config" / "notify.yaml"),
+            report_url=read.text("ACME_NOTIFY_REPORT_URL", ""),
+            deadline_hour=hour,
+            deadline_timezone=zone,
+            step_budget_minutes=read.integer("ACME_NOTIFY_STEP_BUDGET_MINUTES", 120, low=1, high=7 * 24 * 60),
+        )
+
+
+def notify() -> NotifySettings:
+    return NotifySettings.from_env()

@@ -126,6 +126,11 @@ def owner_message(record: DiagnosisRecord, job: dict[str, Any]) -> dict[str, Any
         "category": record.category,
         "evidence": record.evidence,
         "mitigation": record.mitigation,
+        # For the owner digest (acme.notify): whose job, how large, the GPU-hours it used before failing.
+        "user": job.get("user"),
+        "job_type": job.get("job_type"),
+        "gpus": job.get("gpu_num"),
+        "gpu_hours": round(float(job.get("gpu_time") or 0.0) / 3600.0, 3),
     }
 
 
