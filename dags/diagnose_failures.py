@@ -42,15 +42,13 @@ the job's).
 
 from __future__ import annotations
 
-from datetime import timedelta
-
 from airflow.providers.standard.operators.trigger_dagrun import TriggerDagRunOperator
 from airflow.sdk import Param, dag, get_current_context, task
 
 from acme import settings
 from acme_airflow.assets import DIAGNOSES, JOB_TRACES
 from acme_airflow.defaults import DEFAULT_ARGS, Tag
-from acme_airflow.hitl import TriageEntryOperator
+from acme_airflow.hitl import triage_after
 from acme_airflow.notify import nightly_deadline
 from acme_airflow.params import cluster_param
 
@@ -195,24 +193,10 @@ def diagnose_failures():
 
         return notify_run_in_task(get_current_context())
 
-    @task
-    def plan_triage() -> list[dict]:
-        """Claim the open triage questions for this run's forms (acme.diagnosis.triage; none in a manual run)."""
-        from acme_airflow.hitl import triage_forms
-
-        return triage_forms(get_current_context())
-
     planned = plan_jobs()
     recoveries = publish(diagnose.expand(step=planned), planned["diagnosed"])
     recoveries >> notify() >> drop_plan()
-    # After the run published, so a question never delays a recovery; one form per question, deferred
-    # (no worker slot) until answered or ACME_TRIAGE_TIMEOUT_S.
-    questions = plan_triage()
-    recoveries >> questions
-    TriageEntryOperator.partial(
-        task_id="triage", map_index_template="{{ task.question }}",
-        response_timeout=timedelta(seconds=settings.diagnosis().triage_timeout_s),
-    ).expand_kwargs(questions)  # fmt: skip
+    triage_after(recoveries)  # operators' questions on Unknown or unsure diagnoses (docs/approvals.md)
     # Mapped over the recovery requests: none (the usual night) -> the task is skipped, nothing is triggered.
     TriggerDagRunOperator.partial(
         task_id="trigger_recovery",

@@ -175,3 +175,26 @@ def triage_forms(context: Any) -> list[dict[str, Any]]:
         f"{len(forms)} triage question(s) for an operator (ACME_TRIAGE_MAX_QUESTIONS={wanted.triage_max_questions})"
     )
     return forms
+
+
+def triage_after(published: Any) -> Any:
+    """The triage of a ``diagnose_failures`` run, after ``published`` (so a question never delays a
+    recovery): ``plan_triage`` claims the open questions, and one mapped ``triage`` form asks each, deferred
+    (no worker slot) until answered or ``ACME_TRIAGE_TIMEOUT_S``. Returns the mapped forms."""
+    from datetime import timedelta
+
+    from airflow.sdk import get_current_context, task
+
+    from acme import settings
+
+    @task
+    def plan_triage() -> list[dict]:
+        """Claim the open triage questions for this run's forms (acme.diagnosis.triage; none in a manual run)."""
+        return triage_forms(get_current_context())
+
+    questions = plan_triage()
+    published >> questions
+    return TriageEntryOperator.partial(
+        task_id="triage", map_index_template="{{ task.question }}",
+        response_timeout=timedelta(seconds=settings.diagnosis().triage_timeout_s),
+    ).expand_kwargs(questions)  # fmt: skip
