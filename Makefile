@@ -117,13 +117,15 @@ demo: setup
 	  root = Path("$(AIRFLOW_HOME)/demo-checkpoints"); [write_checkpoint(root, step) for step in (100, 200)]'
 	@$(DAG_TEST) recover recover_training 2023-07-03 \
 	  '{"recovery_id": "demo-recovery", "cluster": "seren", "job_id": "demo-pretrain-1", "dry_run": false, "nodes": $(DEMO_RECOVERY_NODES), "checkpoint_uri": "$(AIRFLOW_HOME)/demo-checkpoints", "reason": "ECCError", "diagnosis_source": "rule", "confidence": 0.9, "evidence": ["NVRM: Xid (PCI:0000:3b:00): 48, pid=4242, An uncorrectable double bit error (DBE) has been detected on GPU in the framebuffer"]}'
-	@$(PY) -c 'import json, glob; from acme import settings; \
+	@$(PY) -c 'import json, glob; from acme import settings; from acme.recovery.approval import form_of_recovery; \
 	  path = glob.glob("$(ACME_LAKE_URI)/recovery/cluster=seren/job=demo-pretrain-1/demo-recovery/actions.jsonl")[0]; \
 	  steps = [json.loads(line) for line in open(path)]; \
 	  print("  recovery steps:", ", ".join("%s (%s)" % (s["step"], s["status"]) for s in steps)); \
 	  approval = [s for s in steps if s["step"] == "approval"][-1]; \
 	  print("  approval: %s (by %s): %s" % (approval["status"], approval["by"], approval["reason"])); \
-	  print("    it would have asked (Required Actions, recover_training.approve) for a manual start, more than %s node(s) to cordon or a diagnosis not by %s" % (settings.recovery().auto_approve_max_nodes, "/".join(settings.recovery().auto_approve_sources))); \
+	  print("  the approval request it would have asked (Required Actions, recover_training.approve) for a manual start, more than %s node(s) to cordon or a diagnosis not by %s:" % (settings.recovery().auto_approve_max_nodes, "/".join(settings.recovery().auto_approve_sources))); \
+	  subject, body = form_of_recovery(steps, settings.recovery().approval_timeout_s); \
+	  [print("    | " + line) for line in [subject, ""] + body.splitlines()]; \
 	  print("  action log:", path)'
 	@echo "   Where the night's messages went (owner digests, on-call pages; channels: include/config/notify.yaml):"
 	@$(PY) -m acme notify-status --lake $(ACME_LAKE_URI)

@@ -224,3 +224,21 @@ def answer_status(chosen: Sequence[str], timed_out: bool) -> str:
     if timed_out:
         return TIMED_OUT
     return APPROVED if list(chosen) == [APPROVE] else REJECTED
+
+
+def form_of_recovery(records: Sequence[Mapping[str, Any]], timeout_s: float) -> tuple[str, str] | None:
+    """The approval question of a recorded live recovery, as an operator is (or would have been) asked it:
+    the request from its ``open`` record, the plan from its last approval event. None before a plan exists
+    (a dry run, or a recovery that stopped for a person before any action)."""
+    from acme.recovery.request import RecoveryRequest
+
+    opened = next((r for r in records if r.get("step") == "open"), None)
+    events = [r for r in records if r.get("step") == APPROVAL_STEP]
+    if opened is None or not events:
+        return None
+    request = RecoveryRequest.from_dict(opened["inputs"]["request"])
+    planned = dict(events[-1]["inputs"])
+    for name in ("to_cordon", "stragglers", "undecided"):
+        planned[name] = tuple(planned[name])
+    planned["skip_batches"] = tuple(tuple(pair) for pair in planned.get("skip_batches") or ())
+    return approval_form(request, PlannedActions(**planned), timeout_s)

@@ -14,6 +14,7 @@ from acme.recovery.approval import (
     ApprovalPolicy,
     PlannedActions,
     approval_form,
+    form_of_recovery,
     policy_decision,
 )
 from acme.recovery.backend import SimulatedBackend
@@ -185,3 +186,16 @@ def test_a_dry_run_asks_nothing_and_records_no_approval(lake, jobs_file, checkpo
     outcome = recover(lake, request(checkpoints, dry_run=True), backend, recovery_settings(), answer=None)
     assert outcome["awaiting_approval"] is False and approvals(lake) == []
     assert steps(lake)["restart"] == "planned"
+
+
+def test_the_recorded_recovery_gives_back_its_approval_question(lake, jobs_file, checkpoints):
+    """What `make demo` prints: the question of an auto-approved recovery, rebuilt from its action log, is the
+    one a manual start of the same recovery asks."""
+    backend = SimulatedBackend("seren", jobs_file, lake)
+    recover(lake, request(checkpoints, diagnosis_source="rule", reason="ECCError"), backend,
+            recovery_settings(), answer=None)  # fmt: skip
+    records = ActionLog(lake, "seren", "job-1", "r1").records()
+    subject, body = form_of_recovery(records, 3600)
+    assert subject == "Approve live recovery of job job-1 on seren: cordon n05 and restart?"
+    assert "**Diagnosis**: ECCError (by rule" in body and "step_200" in body and "1 of 8 nodes" in body
+    assert form_of_recovery([r for r in records if r["step"] != "approval"], 3600) is None
