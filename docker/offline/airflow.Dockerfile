@@ -7,10 +7,17 @@
 ARG BASE_IMAGE=acme-offline/base:bookworm
 FROM ${BASE_IMAGE}
 
-# Python 3.11 and what the official image has that the deployment uses: curl (healthchecks), tini.
+# The libraries of CPython 3.11 and what the official image has that the deployment uses: curl
+# (healthchecks), tini.
 RUN apt-get update \
- && apt-get install -y --no-install-recommends python3 python3-venv ca-certificates curl tini \
+ && apt-get install -y --no-install-recommends ca-certificates curl tini libssl3 libffi8 libsqlite3-0 \
+    libbz2-1.0 liblzma5 zlib1g libreadline8 libncursesw6 libexpat1 libuuid1 libnsl2 libtirpc3 libcrypt1 \
  && rm -rf /var/lib/apt/lists/*
+# Python 3.11 (python3.11 in /opt/python): the build machine's interpreter, without its packages
+# (build.sh; bookworm's 3.11.2 is older than the pins allow).
+ADD docker/offline/wheels/python-3.11.tar /opt/python/
+RUN echo /opt/python/lib >/etc/ld.so.conf.d/python3.11.conf && ldconfig \
+ && /opt/python/bin/python3.11 -c 'import ssl, sqlite3, ctypes, lzma, bz2, zlib, uuid'
 
 # ssh: Slurm over SSH (live sacct on a login node, recovery's srun/scontrol).
 USER root
@@ -28,12 +35,14 @@ RUN useradd --uid 50000 --gid 0 --create-home --home-dir /home/airflow airflow \
 COPY docker/offline/entrypoint.sh /entrypoint
 # Wheels the build does not fetch again (build.sh puts them here, git-ignored): torch's CPU build
 # (PyPI has only the CUDA one) and llama-cpp-python built with the CMAKE_ARGS below.
-COPY --chown=airflow:0 docker/offline/wheels/ /opt/acme/wheels/
+COPY --chown=airflow:0 docker/offline/wheels/*.whl docker/offline/wheels/*.txt docker/offline/wheels/*.pem /opt/acme/wheels/
 ENV PIP_FIND_LINKS=/opt/acme/wheels
 USER airflow
 # The build machine's CA bundle for pip (build.sh; a TLS-inspecting proxy), not kept in the image.
 ARG PIP_CERT=/opt/acme/wheels/build-ca.pem
-RUN python3 -m venv /opt/venv && pip install --no-cache-dir --upgrade pip
+# torch==2.13.0+cpu, the version of the wheel above (build.sh): the resolver never takes PyPI's CUDA build.
+ARG PIP_CONSTRAINT=/opt/acme/wheels/offline-pins.txt
+RUN /opt/python/bin/python3.11 -m venv /opt/venv && pip install --no-cache-dir --upgrade pip
 
 
 COPY requirements.txt constraints.txt /opt/acme/

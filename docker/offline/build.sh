@@ -16,6 +16,7 @@ MIRROR=${MIRROR:-http://deb.debian.org/debian}
 # The wheels the Airflow image takes as they are instead of fetching or building them again.
 TORCH_WHEELS=${ACME_TORCH_WHEELS:-/opt/wheels}
 LLAMA_WHEELS=${ACME_LLAMA_WHEELS:-$HOME/.cache/acme-wheels/llama-cpp-avx2-noamx}
+HOST_PYTHON=${ACME_OFFLINE_PYTHON:-python3}
 BASE=acme-offline/base:bookworm
 # The host's CA bundle, which pip's registry connection may need (a TLS-inspecting proxy): given to
 # the builds' pip only (ARG PIP_CERT), not kept in the images. Git-ignored, like wheels/.
@@ -45,7 +46,26 @@ airflow() {
     # A missing wheel is not fatal: pip then fetches torch (the CUDA build) or builds llama.cpp.
     for w in $torch $llama; do ln -f "$w" "$HERE/wheels/" 2>/dev/null || cp -u "$w" "$HERE/wheels/"; done
     [ -n "$torch" ] || echo "warning: no torch CPU wheel in $TORCH_WHEELS" >&2
+    # The resolver may backtrack past a local wheel to PyPI's torch 2.13.0 (the CUDA build, gigabytes):
+    # pin the CPU build's own version for the build's pip (ARG PIP_CONSTRAINT, not kept in the image).
+    : >"$HERE/wheels/offline-pins.txt"
+    if [ -n "$torch" ]; then
+        basename "$torch" | sed -E 's/^torch-([^-]+)-.*/torch==\1/' >"$HERE/wheels/offline-pins.txt"
+    fi
     [ -n "$llama" ] || echo "warning: no llama-cpp-python wheel in $LLAMA_WHEELS (built from source)" >&2
+    # Python 3.11 as on the machines that run the project (and in the official image: 3.11's latest
+    # patch release): bookworm's python3 is 3.11.2, older than the pins allow (soupsieve 4.1.3 needs
+    # 3.11.5). The host's interpreter, without its site-packages, goes in as a tar file.
+    local prefix
+    prefix=$("$HOST_PYTHON" -c 'import sys; assert sys.version_info[:2] == (3, 11), sys.version; print(sys.base_prefix)')
+    step "airflow: Python $("$HOST_PYTHON" -c 'import platform; print(platform.python_version())') from $prefix"
+    tar -C "$prefix" --exclude='lib/python3.11/site-packages/*' --exclude='lib/python3.11/test' \
+        --exclude='__pycache__' -cf "$HERE/wheels/python-3.11.tar.new" bin include lib
+    if cmp -s "$HERE/wheels/python-3.11.tar.new" "$HERE/wheels/python-3.11.tar"; then
+        rm "$HERE/wheels/python-3.11.tar.new"
+    else
+        mv "$HERE/wheels/python-3.11.tar.new" "$HERE/wheels/python-3.11.tar"
+    fi
     step "airflow: image"
     build -f "$HERE/airflow.Dockerfile" -t acme-offline/airflow:latest "$ROOT"
 }

