@@ -26,6 +26,8 @@ RUN apt-get update \
  && rm -rf /var/lib/apt/lists/*
 
 ENV AIRFLOW_HOME=/opt/airflow \
+    LANG=C.UTF-8 \
+    LC_ALL=C.UTF-8 \
     PATH=/opt/venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
     PIP_DISABLE_PIP_VERSION_CHECK=1
 RUN useradd --uid 50000 --gid 0 --create-home --home-dir /home/airflow airflow \

@@ -10,7 +10,7 @@ chmod 700 "$PGDATA"
 as_pg() { runuser -u postgres -- "$@"; }
 if [ ! -s "$PGDATA/PG_VERSION" ]; then
     pwfile=$(mktemp) && printf '%s' "$POSTGRES_PASSWORD" >"$pwfile" && chown postgres "$pwfile"
-    as_pg initdb -D "$PGDATA" -U "$POSTGRES_USER" --pwfile="$pwfile" --auth-local=trust --auth-host=scram-sha-256
+    as_pg initdb -D "$PGDATA" -U "$POSTGRES_USER" --pwfile="$pwfile" --encoding=UTF8 --locale=C.UTF-8 --auth-local=trust --auth-host=scram-sha-256
     rm -f "$pwfile"
     echo "host all all all scram-sha-256" >>"$PGDATA/pg_hba.conf"
     as_pg pg_ctl -D "$PGDATA" -o "-c listen_addresses=''" -w start

@@ -387,6 +387,23 @@ def test_every_service_runs_on_the_host_network_and_no_bridge_exists(deployment)
         ["docker", "network", "ls", "--filter", f"label=com.docker.compose.project={PROJECT}", "-q"]
     )
     assert networks.stdout.strip() == ""
+    # Every service port listens on loopback only (Airflow's worker and triggerer log servers bind
+    # every address: Airflow 3.3.2's serve_logs has no host setting; their ports are free ones).
+    listening = run(["ss", "-ltnH"]).stdout.split("\n")
+    for name in (
+        "POSTGRES_PORT",
+        "REDIS_PORT",
+        "MINIO_PORT",
+        "AIRFLOW_API_PORT",
+        "AIRFLOW_SCHEDULER_HEALTH_PORT",
+    ):
+        port = deployment.env[name]
+        addresses = {
+            line.split()[3].rpartition(":")[0]
+            for line in listening
+            if line.split()[3:4] and line.split()[3].endswith(f":{port}")
+        }
+        assert addresses and addresses <= {"127.0.0.1"}, (name, addresses)
     # The one-shot services did their work: the lake's bucket exists, and the admin's password file.
     assert deployment.health()["airflow-init"] == "exited" and deployment.health()["minio-init"] == "exited"
     assert BUCKET in [b["Name"] for b in deployment.s3().list_buckets()["Buckets"]]
@@ -482,7 +499,8 @@ def test_each_healthcheck_fails_while_its_service_is_stopped(api, service):
         )
         / 1e9
     )
-    assert healthcheck(container, timeout_s), f"{service}: healthcheck fails before the stop"
+    # Passing may take longer than the check's timeout on a loaded machine (docker retries it).
+    assert healthcheck(container, 3 * timeout_s), f"{service}: healthcheck fails before the stop"
     with timed(f"healthcheck of {service} fails after SIGSTOP"):
         run(["docker", "exec", container, "sh", "-c", "kill -STOP -1"])
         try:
@@ -495,7 +513,7 @@ def test_each_healthcheck_fails_while_its_service_is_stopped(api, service):
         finally:
             run(["docker", "exec", container, "sh", "-c", "kill -CONT -1"])
     deadline = time.monotonic() + 180
-    while not healthcheck(container, timeout_s):
+    while not healthcheck(container, 3 * timeout_s):
         assert time.monotonic() < deadline, f"{service}: healthcheck does not pass again after SIGCONT"
         time.sleep(3)
 
@@ -515,3 +533,6 @@ def test_down_then_up_keeps_the_metadata_and_the_lake(api):
     assert status == 200, after
     assert {r["dag_run_id"] for r in after["dag_runs"]} == {r["dag_run_id"] for r in runs["dag_runs"]}
     assert api.keys() == lake_before
+    # The UI's run durations are true ones (a REST-triggered run starts when it runs).
+    durations = [r["duration"] for r in after["dag_runs"] if r["state"] == "success"]
+    assert durations and all(0 < d < 3600 for d in durations), durations
