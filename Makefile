@@ -193,7 +193,9 @@ images-offline:
 
 up:
 	@test -f .env || { echo "make up: copy .env.example to .env and fill in its secrets" >&2; exit 1; }
-	$(COMPOSE) up -d
+	# Without the Makefile's own ACME_LAKE_URI (a local folder for the demo): compose would put it
+	# before .env and docker-compose.yaml's default, and the containers' lake would be that folder.
+	env -u ACME_LAKE_URI $(COMPOSE) up -d
 
 down:
 	$(COMPOSE) down

@@ -199,7 +199,10 @@ class Deployment:
         self.token: str | None = None
 
     def __call__(self, *args: str, timeout: float = 600, check: bool = True) -> subprocess.CompletedProcess:
-        return run([*self.compose, *args], timeout=timeout, check=check)
+        # Compose interpolates ${VAR} from the caller's environment before .env: the test session's
+        # own ACME_LAKE_URI (tests/conftest.py, the Makefile) would become the containers' lake.
+        env = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "DOCKER_HOST", "DOCKER_CONFIG")}
+        return run([*self.compose, *args], timeout=timeout, check=check, env=env)
 
     def container(self, service: str) -> str:
         return self("ps", "-q", "--all", service).stdout.strip()
