@@ -452,7 +452,9 @@ def test_a_crash_log_is_diagnosed_and_the_recovery_and_report_reach_the_lake(api
         Bucket=BUCKET, Key=f"lake/logs/cluster={CRASH_CLUSTER}/job={CRASH_JOB}/train.log", Body=log.encode()
     )
     with timed("diagnose_failures on the crash log"):
-        run_id = api.trigger("diagnose_failures", {"cluster": CRASH_CLUSTER, "job_id": CRASH_JOB})
+        run_id = api.trigger(
+            "diagnose_failures", {"cluster": CRASH_CLUSTER, "job_id": CRASH_JOB, "day": CRASH_DAY}
+        )
         assert api.wait_run("diagnose_failures", run_id, timeout_s=900) == "success"
     diagnoses = api.keys(f"lake/diagnoses/cluster={CRASH_CLUSTER}/")
     assert diagnoses, "the diagnosis is in the lake"
