@@ -34,7 +34,7 @@ export ACME_LAKE_URI ?= $(CURDIR)/lake
 DEMO_DAYS := 2023-07-01 2023-07-02 2023-07-03
 
 .PHONY: help setup demo test lint audit bench bench-stack clean
-.PHONY: stack stack-down up down
+.PHONY: stack stack-down up down images-offline
 
 help:
 	@echo "make demo        - set up (.venv, Airflow on SQLite) and run every DAG once on the bundled days"
@@ -44,6 +44,7 @@ help:
 	@echo "make bench       - benchmarks (see benchmarks/README.md); make bench-stack: the stack backfill"
 	@echo "make stack       - the production topology on this machine (stack-down stops it)"
 	@echo "make up / down   - the docker-compose deployment (needs .env: see .env.example)"
+	@echo "make images-offline - its images from Debian packages, without a registry (docs/operations.md)"
 
 setup: $(STAMP) $(AIRFLOW_HOME)/.migrated
 
@@ -197,9 +198,16 @@ stack-down:
 
 # The containers (docker-compose.yaml); needs .env with its secrets (cp .env.example .env).
 COMPOSE ?= $(shell docker compose version >/dev/null 2>&1 && echo "docker compose" || echo docker-compose)
+# The deployment's images from Debian packages, for machines without a registry (docker/offline/
+# build.sh; docs/operations.md): needs a Docker daemon (docker/dockerd.sh start starts one).
+images-offline:
+	docker/offline/build.sh
+
 up:
 	@test -f .env || { echo "make up: copy .env.example to .env and fill in its secrets" >&2; exit 1; }
-	$(COMPOSE) up -d
+	# Without the Makefile's own ACME_LAKE_URI (a local folder for the demo): compose would put it
+	# before .env and docker-compose.yaml's default, and the containers' lake would be that folder.
+	env -u ACME_LAKE_URI $(COMPOSE) up -d
 
 down:
 	$(COMPOSE) down

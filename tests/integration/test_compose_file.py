@@ -120,13 +120,20 @@ def test_project_folders_are_mounted_into_every_airflow_service(compose):
 def test_airflow_settings_point_at_the_services_of_the_file(compose):
     env = compose["services"]["scheduler"]["environment"]
     assert env["AIRFLOW__CORE__EXECUTOR"] == "CeleryExecutor"
-    assert "@postgres:5432/" in env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"]
+    # Ports are variables with the services' defaults (host networking needs others: .env.example).
+    assert "@postgres:${POSTGRES_PORT:-5432}/" in env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"]
     assert env["AIRFLOW__CELERY__RESULT_BACKEND"].startswith("db+postgresql://")
-    assert "@redis:6379/" in env["AIRFLOW__CELERY__BROKER_URL"]
-    assert env["AIRFLOW__CORE__EXECUTION_API_SERVER_URL"] == "http://api-server:8080/execution/"
+    assert "@redis:${REDIS_PORT:-6379}/" in env["AIRFLOW__CELERY__BROKER_URL"]
+    assert (
+        env["AIRFLOW__CORE__EXECUTION_API_SERVER_URL"]
+        == "http://api-server:${AIRFLOW_API_PORT:-8080}/execution/"
+    )
+    assert env["AIRFLOW__API__PORT"] == "${AIRFLOW_API_PORT:-8080}"
     assert env["AIRFLOW__METRICS__STATSD_HOST"] == "statsd-exporter"
     assert env["ACME_AWS_CONN_ID"] == "acme_lake_s3" and "AIRFLOW_CONN_ACME_LAKE_S3" in env
-    assert compose["services"]["api-server"]["ports"] == ["127.0.0.1:8080:8080"]
+    assert compose["services"]["api-server"]["ports"] == [
+        "127.0.0.1:${AIRFLOW_API_PORT:-8080}:${AIRFLOW_API_PORT:-8080}"
+    ]
 
 
 def test_env_example_documents_every_variable_of_the_compose_file(env_example):
@@ -211,3 +218,5 @@ def test_compose_config_validates_with_filled_secrets_and_refuses_without(tmp_pa
     assert lake["login"] == "test-acme_lake_s3_access_key_id"
     assert lake["extra"]["endpoint_url"] == "http://minio:9000"
     assert env["POSTGRES_USER"] == "airflow"  # .env reaches the containers (env_file)
+    assert env["AIRFLOW__CORE__EXECUTION_API_SERVER_URL"] == "http://api-server:8080/execution/"
+    assert resolved["postgres"]["environment"]["PGPORT"] == "5432"
