@@ -54,6 +54,7 @@ _.first_inference_s  # simulator lower bound part, read by tests
 # Used by `make demo`, the stack or the benchmarks (not by plugins/ or dags/)
 iter_training_log  # Makefile demo logs, stack/nightly_day.py, benchmarks
 write_checkpoint  # Makefile demo checkpoints, benchmarks/bench_crash_to_restart.py
+form_of_recovery  # Makefile demo step 4: the approval request of the auto-approved recovery
 telemetry_from_synth  # benchmarks/bench_detect_hangs.py (and the detection tests)
 synth_run  # benchmarks/bench_trainlog_slowdown.py (and tests/unit/detection/test_trainlog.py)
 megatron_log  # benchmarks/bench_trainlog_slowdown.py (and tests/unit/detection/test_trainlog.py)
