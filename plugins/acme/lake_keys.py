@@ -247,6 +247,11 @@ def recovery_job(cluster: str, job_id: str) -> str:
     return f"recovery/cluster={cluster}/job={job_id}"
 
 
+def recovery_node(cluster: str, node: str) -> str:
+    """The folder of one node's validation action logs (names are checked by the caller)."""
+    return f"recovery/cluster={cluster}/node={node}"
+
+
 def simulated_backend_state(cluster: str) -> str:
     """The simulated cluster's node and job state."""
     return f"recovery/simulated/cluster={cluster}/state.json"

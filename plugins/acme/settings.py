@@ -947,3 +947,71 @@ class NotifySettings:
 
 def notify() -> NotifySettings:
     return NotifySettings.from_env()
+
+
+# --------------------------------------------------------------------------------------------------
+# Validation of a cordoned node before it rejoins (acme.recovery.validation, the validate_nodes DAG)
+# --------------------------------------------------------------------------------------------------
+
+VALIDATION_CHECKS = ("allgather", "dcgm_diag", "gpu_memory", "nccl_bandwidth")
+
+
+@dataclass(frozen=True)
+class ValidationSettings:
+    """What a cordoned node must pass before it is uncordoned (``ACME_VALIDATION_*``), checked once."""
+
+    dcgm_level: int
+    """``ACME_VALIDATION_DCGM_LEVEL`` (default 2, 0 = none): the ``dcgmi diag -r N`` level (1 quick, 2 medium
+    about 2 min, 3 long, 4 extended)."""
+    ranks_per_node: int
+    """``ACME_VALIDATION_RANKS_PER_NODE`` (default ``ACME_RECOVERY_GPUS_PER_NODE``, 8): processes of the node's
+    self-test (one per GPU), so the all-gather crosses the node's NVLink/PCIe."""
+    min_busbw_gbps: float
+    """``ACME_VALIDATION_MIN_BUSBW_GBPS`` (default 100): least all-gather bus bandwidth (nccl-tests' busbw,
+    GB/s) of the slowest rank; an A100 node's NVLink all-gather reaches about 200-230."""
+    min_free_memory_share: float
+    """``ACME_VALIDATION_MIN_FREE_MEMORY_SHARE`` (default 0.95): least free share of every GPU's memory; a
+    cordoned node runs no job, so held memory is a stuck process or a leaked context."""
+    gpu_required: bool
+    """``ACME_VALIDATION_GPU_REQUIRED`` (default true): a node without GPUs or without ``dcgmi`` fails; false
+    (CPU test clusters) records those checks as skipped."""
+    node_command: tuple[str, ...]
+    """``ACME_VALIDATION_NODE_COMMAND`` (Slurm; default ``ssh -o BatchMode=yes {node}``): runs one command
+    line on a node. A drained node takes no Slurm job, so its checks run on it this way, as ``dcgmi`` does."""
+    simulated_faults: dict[str, str]
+    """``ACME_VALIDATION_SIMULATED_FAULTS`` (simulated backend): ``node:check,…`` (check one of
+    ``VALIDATION_CHECKS``; a bare node fails ``dcgm_diag``) makes those nodes fail validation."""
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> ValidationSettings:
+        read = Env(environ)
+        gpus = read.integer("ACME_RECOVERY_GPUS_PER_NODE", 8, low=1)
+        return cls(
+            dcgm_level=read.integer("ACME_VALIDATION_DCGM_LEVEL", 2, low=0, high=4),
+            ranks_per_node=read.integer("ACME_VALIDATION_RANKS_PER_NODE", gpus, low=1, high=64),
+            min_busbw_gbps=read.number("ACME_VALIDATION_MIN_BUSBW_GBPS", "100", low=0),
+            min_free_memory_share=read.share("ACME_VALIDATION_MIN_FREE_MEMORY_SHARE", 0.95),
+            gpu_required=read.flag("ACME_VALIDATION_GPU_REQUIRED", True),
+            node_command=tuple(read.text("ACME_VALIDATION_NODE_COMMAND", "ssh -o BatchMode=yes {node}").split()),
+            simulated_faults=_simulated_faults(read.text("ACME_VALIDATION_SIMULATED_FAULTS", "")),
+        )
+
+
+def _simulated_faults(raw: str) -> dict[str, str]:
+    faults: dict[str, str] = {}
+    for item in (part.strip() for part in raw.split(",")):
+        if not item:
+            continue
+        node, _, check = item.partition(":")
+        check = check.strip() or "dcgm_diag"
+        if not node.strip() or check not in VALIDATION_CHECKS:
+            raise ConfigError(
+                f"ACME_VALIDATION_SIMULATED_FAULTS has {item!r}: expected node or node:check, check one of "
+                f"{', '.join(VALIDATION_CHECKS)}"
+            )
+        faults[node.strip()] = check
+    return faults
+
+
+def validation() -> ValidationSettings:
+    return ValidationSettings.from_env()

@@ -86,13 +86,14 @@ def job_prefix(cluster: str, job_id: str) -> str:
 class ActionLog:
     """The actions of one recovery of one job (module docstring)."""
 
-    def __init__(self, lake: Lake, cluster: str, job_id: str, recovery_id: str):
+    def __init__(self, lake: Lake, cluster: str, job_id: str, recovery_id: str, folder: str | None = None):
+        """``folder`` (default the job's, ``job_prefix``) holds the log: a node's validations use their own."""
         self.lake = lake
         self.cluster = cluster
         self.job_id = job_id
         self.recovery_id = checked_name(recovery_id, "recovery_id")
-        self.key = f"{job_prefix(cluster, job_id)}/{self.recovery_id}/actions.jsonl"
-        self._lock_name = f"recovery-{cluster}-{job_id}"
+        self.key = f"{folder or job_prefix(cluster, job_id)}/{self.recovery_id}/actions.jsonl"
+        self._lock_name = f"recovery-{cluster}-{job_id}" if folder is None else re.sub(r"[^A-Za-z0-9._-]", "-", folder)
 
     def records(self) -> list[dict[str, Any]]:
         if not self.lake.exists(self.key):
@@ -115,6 +116,17 @@ class ActionLog:
                 and record.get("status") == "done"
                 and not record.get("dry_run")
             ):
+                found = record
+        return found
+
+    def done_or_planned(self, idempotency_key: str, dry_run: bool) -> dict[str, Any] | None:
+        """``done`` for a live run; for a dry run, its own last record with this key (a re-run of the same
+        dry run does not record it again)."""
+        if not dry_run:
+            return self.done(idempotency_key)
+        found = None
+        for record in self.records():
+            if record.get("idempotency_key") == idempotency_key and record.get("dry_run") and record.get("status") != "failed":
                 found = record
         return found
 

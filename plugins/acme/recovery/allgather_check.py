@@ -228,7 +228,9 @@ def _run_check(torch: Any, dist: Any, args: argparse.Namespace, launch: LaunchEn
     from datetime import timedelta
 
     backend, device = _backend_and_device(torch, args.backend, launch.local_rank)
-    report.fields.update(backend=backend, device=str(device))
+    report.fields.update(
+        backend=backend, device=str(device), allgather_mb=args.allgather_mb, gpu_memory=_gpu_memory(torch, device)
+    )
     with report.phase("init"):
         dist.init_process_group(
             backend=backend,
@@ -266,6 +268,14 @@ def _backend_and_device(torch: Any, requested: str, local_rank: int) -> tuple[st
     # aborting the process from NCCL's watchdog thread.
     os.environ.setdefault("TORCH_NCCL_BLOCKING_WAIT", "1")
     return backend, torch.device("cuda", local_rank)
+
+
+def _gpu_memory(torch: Any, device: Any) -> dict[str, float] | None:
+    """Free and total memory of this rank's GPU in GB (None on the CPU): node validation reads it."""
+    if getattr(device, "type", "cpu") != "cuda":
+        return None
+    free, total = torch.cuda.mem_get_info(device)
+    return {"free_gb": round(free / 1e9, 3), "total_gb": round(total / 1e9, 3)}
 
 
 def _synchronize(torch: Any, device: Any) -> None:
@@ -363,6 +373,11 @@ def _reports_by_node(text: str, world: list[str]) -> tuple[dict[str, dict[str, A
             problems.append(f"{node} reports a world of {size} ranks, this world has {len(world)} nodes")
         reports[node] = report
     return reports, problems
+
+
+def check_reports(text: str) -> list[dict[str, Any]]:
+    """Every report object among the lines of ``text``, in order (several ranks of one node, too)."""
+    return list(_check_reports(text))
 
 
 def _check_reports(text: str) -> Iterator[dict[str, Any]]:

@@ -2,7 +2,10 @@
 
 A backend answers five things: which nodes a job ran on (``describe_job``; an unknown job is an
 ``UnknownJobError``), the check of one world (``run_world``), which nodes are already out of
-scheduling (``cordoned``), taking a node out (``cordon``) and resubmitting the job (``restart``).
+scheduling (``cordoned``), taking a node out (``cordon``) and resubmitting the job (``restart``);
+and two for the validation of a cordoned node before it rejoins (``acme.recovery.validation``):
+running the node's self-test and DCGM diagnostic (``run_validation``, ``acme.recovery.node_selftest``)
+and returning it to scheduling (``uncordon``).
 ``acme.recovery.kubernetes_backend`` and ``acme.recovery.slurm_backend`` are the real ones; on
 Kubernetes the check worlds run as pods through ``acme_airflow.gpu_pod`` instead of ``run_world``.
 
@@ -15,7 +18,9 @@ The simulated backend reads its jobs from ``include/recovery/simulated_jobs.yaml
 
 and answers checks through ``localize.SimulatedCluster``. A job the file does not list (any failed
 job the diagnosis routes on a fresh install) is simulated on the nodes the request names, all healthy,
-so the offline chain still reaches a restart; the file is where simulated faults are set. Its cordons and resubmissions are kept in
+so the offline chain still reaches a restart; the file is where simulated faults are set. A cordoned node
+passes its simulated validation unless ``ACME_VALIDATION_SIMULATED_FAULTS`` names it (with the check it
+fails). Its cordons, uncordons and resubmissions are kept in
 the lake (``recovery/simulated/cluster=<c>/state.json``), so a demo run shows what a real cluster
 would have been asked to do and a second run sees the first one's cordons.
 """
@@ -30,6 +35,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from acme import lake_keys
 from acme.errors import ConfigError, InputError
 from acme.recovery.localize import SimulatedCluster, WorldResult
+from acme.recovery.node_selftest import NodeMeasurements, ValidationSpec, read_node_output, simulated_node_output
 
 if TYPE_CHECKING:
     from acme.lake import Lake
@@ -84,6 +90,11 @@ class RecoveryBackend(Protocol):
     def cordon(self, node: str, reason: str) -> dict[str, Any]: ...
 
     def restart(self, job: JobInfo, plan: RestartPlan) -> dict[str, Any]: ...
+
+    # Validation of a cordoned node before it rejoins (acme.recovery.validation).
+    def run_validation(self, node: str, spec: ValidationSpec) -> NodeMeasurements: ...
+
+    def uncordon(self, node: str, reason: str) -> dict[str, Any]: ...
 
 
 class SimulatedBackend:
@@ -145,6 +156,23 @@ class SimulatedBackend:
             state["cordoned"].setdefault(node, reason)
             self.lake.write_json(self.state_key, state)
         return {"node": node, "already_cordoned": already, "backend": self.name}
+
+    def run_validation(self, node: str, spec: ValidationSpec) -> NodeMeasurements:
+        from acme.recovery.actions import utc_now
+        from acme.settings import validation as validation_settings
+
+        fault = validation_settings().simulated_faults.get(node)
+        output = simulated_node_output(node, spec, fault, utc_now()[:19] + "Z")
+        return read_node_output(output, node, self.name, spec.dcgm_level)
+
+    def uncordon(self, node: str, reason: str) -> dict[str, Any]:
+        with self.lake.lock(f"recovery-simulated-{self.cluster}", timeout_s=60):
+            state = self._state()
+            was = state["cordoned"].pop(node, None)
+            if was is not None:
+                state.setdefault("uncordoned", []).append({"node": node, "reason": reason, "cordoned_for": was})
+                self.lake.write_json(self.state_key, state)
+        return {"node": node, "already_uncordoned": was is None, "backend": self.name}
 
     def restart(self, job: JobInfo, plan: RestartPlan) -> dict[str, Any]:
         with self.lake.lock(f"recovery-simulated-{self.cluster}", timeout_s=60):

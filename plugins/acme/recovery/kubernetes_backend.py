@@ -19,20 +19,29 @@ repeated restart meets ``409 AlreadyExists`` and creates nothing.
 
 The check worlds run as pods through ``acme_airflow.gpu_pod.CheckPodOperator``; ``check_pod_specs``
 says what each rank's pod runs and where.
+
+Validating a cordoned node (``acme.recovery.validation``) runs one pod pinned to it (``nodeName``, which
+bypasses the scheduler; it tolerates our taint and ``unschedulable``) with the node's GPUs, running
+``acme.recovery.node_selftest.node_program`` in the check image; its log is the measurement. The pod's
+name derives from the validation id and the node, so a retried task finds the pod it started. Returning
+the node: ``spec.unschedulable = false`` and our taint removed (other taints stay).
 """
 
 from __future__ import annotations
 
 import copy
 import hashlib
+import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from acme.errors import AcmeError, InputError
 from acme.recovery.backend import JobInfo, RestartPlan, UnknownJobError
+from acme.recovery.node_selftest import node_program, read_node_output, unmeasured
 
 if TYPE_CHECKING:
     from acme.recovery.localize import WorldResult
+    from acme.recovery.node_selftest import NodeMeasurements, ValidationSpec
     from acme.settings import RecoverySettings
 
 JOB_LABEL = "acme.io/job-id"
@@ -110,10 +119,37 @@ def check_pod_specs(
     return specs
 
 
+def validation_pod(node: str, spec: ValidationSpec, settings: RecoverySettings) -> dict[str, Any]:
+    """The pod that validates ``node``: pinned to it, tolerating the cordon, with ``spec.ranks`` GPUs."""
+    name = f"acme-validate-{_short_hash(f'{spec.validation_id}|{node}')}"
+    program = node_program(spec, node, "python", "/opt/acme/allgather_check.py")
+    tolerations = [
+        {"key": settings.taint_key, "operator": "Exists", "effect": "NoSchedule"},
+        {"key": "node.kubernetes.io/unschedulable", "operator": "Exists", "effect": "NoSchedule"},
+    ]
+    container = {
+        "name": "validate",
+        "image": settings.check_image,
+        "command": program,
+        "env": [{"name": "ACME_NODE_NAME", "value": node}],
+        "resources": {"limits": {"nvidia.com/gpu": str(spec.ranks)}},
+        "securityContext": {"capabilities": {"add": ["SYS_ADMIN"]}},  # dcgmi diag reads GPU counters
+    }
+    labels = {"acme.io/validation": spec.validation_id[:63], "acme.io/node": node[:63]}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": settings.namespace, "labels": labels},
+        "spec": {"nodeName": node, "restartPolicy": "Never", "tolerations": tolerations, "containers": [container]},
+    }
+
+
 class KubernetesBackend:
     """Cordon, taint and restart through the Kubernetes API (``kubernetes.client.CoreV1Api``)."""
 
     name = "kubernetes"
+    poll_s = 2.0
+    """Seconds between two reads of a validation pod's phase."""
 
     def __init__(self, settings: RecoverySettings, core_v1: Any = None):
         self.settings = settings
@@ -173,6 +209,60 @@ class KubernetesBackend:
         }
         _api_call(f"cordoning node {node}", self.api.patch_node, node, body)
         return {"node": node, "already_cordoned": False, "backend": self.name, "taint": ours}
+
+    def uncordon(self, node: str, reason: str) -> dict[str, Any]:
+        current = self._read_node(node)
+        taints = [self.api.api_client.sanitize_for_serialization(t) for t in (current.spec.taints or [])]
+        kept = [t for t in taints if t.get("key") != self.settings.taint_key]
+        if not current.spec.unschedulable and len(kept) == len(taints):
+            return {"node": node, "already_uncordoned": True, "backend": self.name}
+        body = {
+            "metadata": {"annotations": {REASON_ANNOTATION: None, "acme.io/uncordon-reason": reason[:1000]}},
+            "spec": {"unschedulable": False, "taints": kept},
+        }
+        _api_call(f"uncordoning node {node}", self.api.patch_node, node, body)
+        return {"node": node, "already_uncordoned": False, "backend": self.name}
+
+    def run_validation(self, node: str, spec: ValidationSpec) -> NodeMeasurements:
+        pod = validation_pod(node, spec, self.settings)
+        name, namespace = pod["metadata"]["name"], self.settings.namespace
+        self._create_unless_there(pod)
+        deadline = time.monotonic() + self.settings.pod_startup_timeout_s + spec.timeout_s * 3 + 60
+        deadline += 3600 if spec.dcgm_level else 0
+        phase = ""
+        while time.monotonic() < deadline:
+            phase = _api_call(f"reading pod {name}", self.api.read_namespaced_pod, name, namespace).status.phase
+            if phase in ("Succeeded", "Failed"):
+                break
+            time.sleep(self.poll_s)
+        else:
+            self._delete_pod(name)
+            return unmeasured(node, self.name, f"validation pod {name} did not finish (last phase {phase})")
+        # Raw bytes: with its default decoding the client json-loads a log that is one JSON document.
+        response = _api_call(
+            f"reading the log of pod {name}", self.api.read_namespaced_pod_log, name, namespace,
+            container="validate", _preload_content=False,
+        )  # fmt: skip
+        log = response.data.decode("utf-8", errors="replace")
+        self._delete_pod(name)
+        measured = read_node_output(log, node, self.name, spec.dcgm_level)
+        if measured.problem:
+            return unmeasured(node, self.name, f"pod {name} ({phase}): {measured.problem}")
+        return measured
+
+    def _create_unless_there(self, pod: dict[str, Any]) -> None:
+        from kubernetes.client.exceptions import ApiException
+
+        name = pod["metadata"]["name"]
+        try:
+            _api_call(f"creating pod {name}", self.api.create_namespaced_pod, self.settings.namespace, pod)
+        except KubernetesApiError as exc:
+            cause = exc.__cause__
+            if not (isinstance(cause, ApiException) and cause.status == 409):
+                raise
+
+    def _delete_pod(self, name: str) -> None:
+        _api_call(f"deleting pod {name}", self.api.delete_namespaced_pod, name, self.settings.namespace)
 
     def restart_pods(self, job: JobInfo, plan: RestartPlan) -> list[dict[str, Any]]:
         """The pods of the restarted job (manifests as dicts), one per rank of the crashed job."""

@@ -10,6 +10,11 @@ COMMAND_PREFIX`` (e.g. ``ssh slurm-login``) runs the commands on a login node.
 - a check world: ``srun --nodes=N --ntasks=N --ntasks-per-node=1 -w <nodes> … allgather_check.py``;
   rank 0's node is the rendezvous address; the ranks' reports are read from srun's output;
 - taking a node out: ``scontrol update NodeName=<node> State=DRAIN Reason=<reason>``;
+- validating a drained node (``acme.recovery.validation``): a drained node takes no Slurm job, so the
+  self-test and ``dcgmi diag`` (``acme.recovery.node_selftest.node_program``) run on it through
+  ``ACME_VALIDATION_NODE_COMMAND`` (default ``ssh -o BatchMode=yes {node}``: one command line, quoted);
+  a node still running a job (``DRAINING``) is not validated; returning it:
+  ``scontrol update NodeName=<node> State=RESUME`` (only when it is drained);
 - the restart: ``sbatch --parsable --exclude=<drained> --nodes=N --comment=acme-recovery:<id>``
   with the original batch script on standard input and the resume variables
   (``RestartPlan.environment``) in its environment (``--export=ALL``). Before submitting, ``squeue``
@@ -27,9 +32,11 @@ from typing import TYPE_CHECKING, Any
 from acme.errors import AcmeError, InputError
 from acme.recovery.allgather_check import parse_check_output
 from acme.recovery.backend import JobInfo, RestartPlan, UnknownJobError
+from acme.recovery.node_selftest import node_program, read_node_output, unmeasured
 
 if TYPE_CHECKING:
     from acme.recovery.localize import WorldResult
+    from acme.recovery.node_selftest import NodeMeasurements, ValidationSpec
     from acme.settings import RecoverySettings
 
 JOB_ID = re.compile(r"^[0-9]{1,12}(_[0-9]{1,9})?$")
@@ -104,6 +111,21 @@ def show_node_args(node: str) -> list[str]:
 def drain_args(node: str, reason: str) -> list[str]:
     node = checked(node, NODE_NAME, "node name")
     return ["scontrol", "update", f"NodeName={node}", "State=DRAIN", f"Reason={drain_reason(reason)}"]
+
+
+def resume_args(node: str) -> list[str]:
+    return ["scontrol", "update", f"NodeName={checked(node, NODE_NAME, 'node name')}", "State=RESUME"]
+
+
+def node_command_args(node_command: Sequence[str], node: str, program: Sequence[str]) -> list[str]:
+    """``program`` run on ``node`` through the node command (``{node}`` filled in), as one quoted command
+    line: what ``ssh host 'line'`` hands to the node's shell."""
+    import shlex
+
+    node = checked(node, NODE_NAME, "node name")
+    if not node_command:
+        raise InputError("ACME_VALIDATION_NODE_COMMAND", "is empty: it must say how to run a command on a node")
+    return [*(part.replace("{node}", node) for part in node_command), shlex.join(program)]
 
 
 def check_world_args(
@@ -297,6 +319,28 @@ class SlurmBackend:
         args = drain_args(node, reason)
         self._checked_run(args)
         return {"node": node, "already_cordoned": False, "backend": self.name, "command": args}
+
+    def run_validation(self, node: str, spec: ValidationSpec) -> NodeMeasurements:
+        from acme.settings import validation as validation_settings
+
+        state = parse_oneliner(self._checked_run(show_node_args(node))).get("State", "")
+        if any(busy in state.upper() for busy in ("ALLOC", "MIX", "COMPLETING")):
+            return unmeasured(node, self.name, f"node still runs a job (State={state}): validated once idle")
+        program = node_program(spec, node, self.settings.slurm_python, self.settings.slurm_check_script)
+        args = node_command_args(validation_settings().node_command, node, program)
+        limit = spec.timeout_s * 3 + 60 + (3600 if spec.dcgm_level else 0)
+        done = self._run(args, timeout=limit)
+        measured = read_node_output(done.stdout + done.stderr, node, self.name, spec.dcgm_level)
+        if measured.problem:
+            return unmeasured(node, self.name, f"{measured.problem} (exit {done.returncode})")
+        return measured
+
+    def uncordon(self, node: str, reason: str) -> dict[str, Any]:
+        if node not in self.cordoned([node]):
+            return {"node": node, "already_uncordoned": True, "backend": self.name}
+        args = resume_args(node)
+        self._checked_run(args)
+        return {"node": node, "already_uncordoned": False, "backend": self.name, "command": args}
 
     def restart(self, job: JobInfo, plan: RestartPlan) -> dict[str, Any]:
         spec = job.spec
