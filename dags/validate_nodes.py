@@ -49,11 +49,16 @@ from acme_airflow.params import cluster_param
     params={
         "cluster": cluster_param(),
         "nodes": Param(
-            [], type="array", items={"type": "string"}, title="Nodes",
+            [],
+            type="array",
+            items={"type": "string"},
+            title="Nodes",
             description="Nodes to validate (one cluster); empty = the nodes the recoveries cordoned.",
         ),
         "dry_run": Param(
-            recovery_settings().dry_run, type="boolean", title="Dry run",
+            recovery_settings().dry_run,
+            type="boolean",
+            title="Dry run",
             description="Measure and record the verdict, but only plan the uncordon.",
         ),
     },  # fmt: skip

@@ -992,7 +992,9 @@ class ValidationSettings:
             min_busbw_gbps=read.number("ACME_VALIDATION_MIN_BUSBW_GBPS", "100", low=0),
             min_free_memory_share=read.share("ACME_VALIDATION_MIN_FREE_MEMORY_SHARE", 0.95),
             gpu_required=read.flag("ACME_VALIDATION_GPU_REQUIRED", True),
-            node_command=tuple(read.text("ACME_VALIDATION_NODE_COMMAND", "ssh -o BatchMode=yes {node}").split()),
+            node_command=tuple(
+                read.text("ACME_VALIDATION_NODE_COMMAND", "ssh -o BatchMode=yes {node}").split()
+            ),
             simulated_faults=_simulated_faults(read.text("ACME_VALIDATION_SIMULATED_FAULTS", "")),
         )
 

@@ -20,7 +20,7 @@ def request_from_context(context: Any, lake: Lake) -> RecoveryRequest:
     return request_from_run(lake, context["params"], context["run_id"], context["dag_run"].run_after)
 
 
-def task_backend(cluster: str, lake: Lake, job_id: str, nodes: Any = None) -> RecoveryBackend:
+def task_backend(cluster: str, lake: Lake, job_id: str | None, nodes: Any = None) -> RecoveryBackend:
     """The configured backend; on Kubernetes its client comes from the Airflow connection."""
     from acme.recovery.backends import make_backend
     from acme.settings import recovery as recovery_settings

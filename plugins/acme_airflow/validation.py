@@ -20,7 +20,9 @@ def find_in_task(context: Any) -> list[dict[str, Any]]:
         targets = nodes_to_validate(
             lake, cluster, list(params.get("nodes") or []), lambda name: task_backend(name, lake, None)
         )
-    return [{**target, "validation_id": validation_id, "dry_run": bool(params["dry_run"])} for target in targets]
+    return [
+        {**target, "validation_id": validation_id, "dry_run": bool(params["dry_run"])} for target in targets
+    ]
 
 
 def validate_in_task(target: dict[str, Any]) -> dict[str, Any]:
@@ -35,4 +37,6 @@ def validate_in_task(target: dict[str, Any]) -> dict[str, Any]:
     spec = validation_spec(target["validation_id"], settings, recovery_settings())
     with recovery_failures(), lake_task() as lake:
         backend = task_backend(target["cluster"], lake, None)
-        return validate_node(lake, backend, target["cluster"], target["node"], spec, settings, target["dry_run"])
+        return validate_node(
+            lake, backend, target["cluster"], target["node"], spec, settings, target["dry_run"]
+        )

@@ -26,7 +26,8 @@ pytestmark = pytest.mark.integration
 
 
 @pytest.fixture
-def validation_env(slurm_env, monkeypatch, tmp_path: Path):
+def validation_env(request, monkeypatch, tmp_path: Path):
+    cluster = request.getfixturevalue("slurm_env")
     run_on_node = tmp_path / "run-on-node"
     run_on_node.write_text('#!/bin/sh\nACME_NODE_NAME=$1; export ACME_NODE_NAME; exec sh -c "$2"\n')
     run_on_node.chmod(0o755)
@@ -36,7 +37,7 @@ def validation_env(slurm_env, monkeypatch, tmp_path: Path):
     monkeypatch.setenv("ACME_VALIDATION_GPU_REQUIRED", "false")
     monkeypatch.setenv("ACME_VALIDATION_MIN_BUSBW_GBPS", "0.001")  # gloo on loopback, two shared cores
     monkeypatch.setenv("ACME_RECOVERY_CHECK_TIMEOUT_S", "30")
-    return slurm_env
+    return cluster
 
 
 def state_of(node: str, env: dict) -> str:
@@ -67,8 +68,15 @@ def test_only_the_node_that_passes_is_resumed_on_a_real_slurm(validation_env, tm
     assert [r["step"] for r in passed] == ["validate", "uncordon"]
     assert passed[1]["result"]["command"] == ["scontrol", "update", "NodeName=acme-n5", "State=RESUME"]
     checks = {c["check"]: c for c in passed[0]["result"]["checks"]}
-    assert checks["allgather"]["figures"] == {**checks["allgather"]["figures"], "ranks_reported": 2, "backend": "gloo"}
-    assert checks["nccl_bandwidth"]["status"] == "pass" and checks["nccl_bandwidth"]["figures"]["slowest_busbw_gbps"] > 0
+    assert checks["allgather"]["figures"] == {
+        **checks["allgather"]["figures"],
+        "ranks_reported": 2,
+        "backend": "gloo",
+    }
+    assert (
+        checks["nccl_bandwidth"]["status"] == "pass"
+        and checks["nccl_bandwidth"]["figures"]["slowest_busbw_gbps"] > 0
+    )
     assert checks["dcgm_diag"]["status"] == "skipped" and checks["gpu_memory"]["status"] == "skipped"
     failed = node_log(lake, "slurmtest", "acme-n3", "validate-1").records()
     assert [r["step"] for r in failed] == ["validate"]
@@ -80,6 +88,9 @@ def test_only_the_node_that_passes_is_resumed_on_a_real_slurm(validation_env, tm
     again = validate_node(lake, backend, "slurmtest", "acme-n5", spec, settings, False)
     assert again["skipped"].startswith("already recorded at")
     assert "DRAIN" in state_of("acme-n5", env)
-    assert [r["step"] for r in node_log(lake, "slurmtest", "acme-n5", "validate-1").records()] == ["validate", "uncordon"]
+    assert [r["step"] for r in node_log(lake, "slurmtest", "acme-n5", "validate-1").records()] == [
+        "validate",
+        "uncordon",
+    ]
     for node in ("acme-n3", "acme-n5"):  # the module's cluster goes on with every node in service
         _run(["scontrol", "update", f"NodeName={node}", "State=RESUME"], env)

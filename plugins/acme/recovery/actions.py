@@ -93,7 +93,9 @@ class ActionLog:
         self.job_id = job_id
         self.recovery_id = checked_name(recovery_id, "recovery_id")
         self.key = f"{folder or job_prefix(cluster, job_id)}/{self.recovery_id}/actions.jsonl"
-        self._lock_name = f"recovery-{cluster}-{job_id}" if folder is None else re.sub(r"[^A-Za-z0-9._-]", "-", folder)
+        self._lock_name = (
+            f"recovery-{cluster}-{job_id}" if folder is None else re.sub(r"[^A-Za-z0-9._-]", "-", folder)
+        )
 
     def records(self) -> list[dict[str, Any]]:
         if not self.lake.exists(self.key):
@@ -126,7 +128,11 @@ class ActionLog:
             return self.done(idempotency_key)
         found = None
         for record in self.records():
-            if record.get("idempotency_key") == idempotency_key and record.get("dry_run") and record.get("status") != "failed":
+            if (
+                record.get("idempotency_key") == idempotency_key
+                and record.get("dry_run")
+                and record.get("status") != "failed"
+            ):
                 found = record
         return found
 

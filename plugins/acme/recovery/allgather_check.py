@@ -229,7 +229,10 @@ def _run_check(torch: Any, dist: Any, args: argparse.Namespace, launch: LaunchEn
 
     backend, device = _backend_and_device(torch, args.backend, launch.local_rank)
     report.fields.update(
-        backend=backend, device=str(device), allgather_mb=args.allgather_mb, gpu_memory=_gpu_memory(torch, device)
+        backend=backend,
+        device=str(device),
+        allgather_mb=args.allgather_mb,
+        gpu_memory=_gpu_memory(torch, device),
     )
     with report.phase("init"):
         dist.init_process_group(

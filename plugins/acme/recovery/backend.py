@@ -35,7 +35,12 @@ from typing import TYPE_CHECKING, Any, Protocol
 from acme import lake_keys
 from acme.errors import ConfigError, InputError
 from acme.recovery.localize import SimulatedCluster, WorldResult
-from acme.recovery.node_selftest import NodeMeasurements, ValidationSpec, read_node_output, simulated_node_output
+from acme.recovery.node_selftest import (
+    NodeMeasurements,
+    ValidationSpec,
+    read_node_output,
+    simulated_node_output,
+)
 
 if TYPE_CHECKING:
     from acme.lake import Lake
@@ -170,7 +175,9 @@ class SimulatedBackend:
             state = self._state()
             was = state["cordoned"].pop(node, None)
             if was is not None:
-                state.setdefault("uncordoned", []).append({"node": node, "reason": reason, "cordoned_for": was})
+                state.setdefault("uncordoned", []).append(
+                    {"node": node, "reason": reason, "cordoned_for": was}
+                )
                 self.lake.write_json(self.state_key, state)
         return {"node": node, "already_uncordoned": was is None, "backend": self.name}
 

@@ -140,7 +140,12 @@ def validation_pod(node: str, spec: ValidationSpec, settings: RecoverySettings) 
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {"name": name, "namespace": settings.namespace, "labels": labels},
-        "spec": {"nodeName": node, "restartPolicy": "Never", "tolerations": tolerations, "containers": [container]},
+        "spec": {
+            "nodeName": node,
+            "restartPolicy": "Never",
+            "tolerations": tolerations,
+            "containers": [container],
+        },
     }
 
 
@@ -231,7 +236,9 @@ class KubernetesBackend:
         deadline += 3600 if spec.dcgm_level else 0
         phase = ""
         while time.monotonic() < deadline:
-            phase = _api_call(f"reading pod {name}", self.api.read_namespaced_pod, name, namespace).status.phase
+            phase = _api_call(
+                f"reading pod {name}", self.api.read_namespaced_pod, name, namespace
+            ).status.phase
             if phase in ("Succeeded", "Failed"):
                 break
             time.sleep(self.poll_s)

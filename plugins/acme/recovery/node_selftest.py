@@ -119,7 +119,9 @@ def read_node_output(text: str, node: str, backend: str, level: int) -> NodeMeas
     marks = _markers(lines)
     if "selftest-start" not in marks:
         tail = "\n".join(lines[-5:]).strip() or "no output"
-        return NodeMeasurements(node, backend, dcgm_level=level, problem=f"the validation did not start: {tail}")
+        return NodeMeasurements(
+            node, backend, dcgm_level=level, problem=f"the validation did not start: {tail}"
+        )
     begin, end = marks["selftest-start"], marks.get("selftest-end")
     selftest_text = "\n".join(lines[begin[0] + 1 : end[0] if end else len(lines)])
     values: dict[str, Any] = {
@@ -204,6 +206,8 @@ def simulated_node_output(node: str, spec: ValidationSpec, fault: str | None, st
     return "\n".join(lines) + "\n"
 
 
-def unmeasured(node: str, backend: str, problem: str, details: Mapping[str, Any] | None = None) -> NodeMeasurements:
+def unmeasured(
+    node: str, backend: str, problem: str, details: Mapping[str, Any] | None = None
+) -> NodeMeasurements:
     """A node that could not be measured, and why (its checks fail with ``problem``)."""
     return NodeMeasurements(node, backend, problem=problem, details=dict(details or {}))

@@ -124,7 +124,9 @@ def node_command_args(node_command: Sequence[str], node: str, program: Sequence[
 
     node = checked(node, NODE_NAME, "node name")
     if not node_command:
-        raise InputError("ACME_VALIDATION_NODE_COMMAND", "is empty: it must say how to run a command on a node")
+        raise InputError(
+            "ACME_VALIDATION_NODE_COMMAND", "is empty: it must say how to run a command on a node"
+        )
     return [*(part.replace("{node}", node) for part in node_command), shlex.join(program)]
 
 

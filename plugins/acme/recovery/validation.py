@@ -61,8 +61,15 @@ def cordons_in_lake(lake: Lake, cluster: str | None = None) -> dict[tuple[str, s
             continue
         for record in ActionLog(lake, *match.groups()).records():
             node = (record.get("inputs") or {}).get("node")
-            if record.get("step") == "cordon" and record.get("status") == "done" and not record.get("dry_run") and node:
-                found.setdefault((match.group(1), node), []).append(f"{record.get('job_id')}/{record.get('recovery_id')}")
+            if (
+                record.get("step") == "cordon"
+                and record.get("status") == "done"
+                and not record.get("dry_run")
+                and node
+            ):
+                found.setdefault((match.group(1), node), []).append(
+                    f"{record.get('job_id')}/{record.get('recovery_id')}"
+                )
     return found
 
 
@@ -88,7 +95,9 @@ def nodes_to_validate(
         still = backend_for(each_cluster).cordoned(candidates)
         for node in candidates:
             if node in still:
-                targets.append({"cluster": each_cluster, "node": node, "cordoned_by": wanted[(each_cluster, node)]})
+                targets.append(
+                    {"cluster": each_cluster, "node": node, "cordoned_by": wanted[(each_cluster, node)]}
+                )
     return targets
 
 
@@ -103,7 +112,11 @@ def _check(name: str, status: str, reason: str, figures: Mapping[str, Any], time
 def judge_allgather(measured: NodeMeasurements, ranks: int) -> dict[str, Any]:
     times = (measured.selftest_started_at, measured.selftest_ended_at)
     reports = measured.reports
-    failed = [f"rank {r.get('rank')}: {r.get('error') or 'failed without a reason'}" for r in reports if r.get("ok") is not True]
+    failed = [
+        f"rank {r.get('rank')}: {r.get('error') or 'failed without a reason'}"
+        for r in reports
+        if r.get("ok") is not True
+    ]
     figures = {"ranks_expected": ranks, "ranks_reported": len(reports), "exit_status": measured.selftest_exit,
                "backend": reports[0].get("backend") if reports else None,
                "slowest_check_s": max((float(r.get("check_s") or 0) for r in reports), default=None)}  # fmt: skip
@@ -117,8 +130,14 @@ def judge_allgather(measured: NodeMeasurements, ranks: int) -> dict[str, Any]:
 
 def judge_gpu_memory(measured: NodeMeasurements, settings: ValidationSettings) -> dict[str, Any]:
     times = (measured.selftest_started_at, measured.selftest_ended_at)
-    gpus = {str(r.get("device")): r["gpu_memory"] for r in measured.reports if isinstance(r.get("gpu_memory"), dict)}
-    shares = {device: round(m["free_gb"] / m["total_gb"], 4) for device, m in gpus.items() if m.get("total_gb")}
+    gpus = {
+        str(r.get("device")): r["gpu_memory"]
+        for r in measured.reports
+        if isinstance(r.get("gpu_memory"), dict)
+    }
+    shares = {
+        device: round(m["free_gb"] / m["total_gb"], 4) for device, m in gpus.items() if m.get("total_gb")
+    }
     figures = {"gpus": len(gpus), "ranks": settings.ranks_per_node, "free_share": shares,
                "total_gb": {d: m.get("total_gb") for d, m in gpus.items()},
                "min_free_share": settings.min_free_memory_share}  # fmt: skip
@@ -126,14 +145,24 @@ def judge_gpu_memory(measured: NodeMeasurements, settings: ValidationSettings) -
         return _check("gpu_memory", FAIL, measured.problem or "no self-test report to read", figures, times)
     if not gpus:
         if not settings.gpu_required:
-            return _check("gpu_memory", SKIPPED, "no GPU on the node (ACME_VALIDATION_GPU_REQUIRED=false)", figures, times)
-        return _check("gpu_memory", FAIL, "the self-test saw no GPU (ACME_VALIDATION_GPU_REQUIRED=true)", figures, times)
+            return _check(
+                "gpu_memory",
+                SKIPPED,
+                "no GPU on the node (ACME_VALIDATION_GPU_REQUIRED=false)",
+                figures,
+                times,
+            )
+        return _check(
+            "gpu_memory", FAIL, "the self-test saw no GPU (ACME_VALIDATION_GPU_REQUIRED=true)", figures, times
+        )
     low = [f"{d}: {shares[d]:.0%} free" for d in sorted(shares) if shares[d] < settings.min_free_memory_share]
     if len(gpus) < settings.ranks_per_node:
         low.insert(0, f"only {len(gpus)} of {settings.ranks_per_node} GPUs answered")
     if low:
         return _check("gpu_memory", FAIL, "; ".join(low), figures, times)
-    return _check("gpu_memory", PASS, f"{len(gpus)} GPUs, at least {min(shares.values()):.0%} free", figures, times)
+    return _check(
+        "gpu_memory", PASS, f"{len(gpus)} GPUs, at least {min(shares.values()):.0%} free", figures, times
+    )
 
 
 def bus_bandwidth_gbps(report: Mapping[str, Any]) -> float | None:
@@ -158,7 +187,9 @@ def judge_bandwidth(measured: NodeMeasurements, settings: ValidationSettings) ->
         return _check("nccl_bandwidth", SKIPPED, "a one-rank self-test moves no data between GPUs "
                       "(ACME_VALIDATION_RANKS_PER_NODE=1)", figures, times)  # fmt: skip
     if measured.problem or not ok_reports or len(ok_reports) < len(measured.reports) or slowest is None:
-        return _check("nccl_bandwidth", FAIL, measured.problem or "no bandwidth: the self-test failed", figures, times)
+        return _check(
+            "nccl_bandwidth", FAIL, measured.problem or "no bandwidth: the self-test failed", figures, times
+        )
     if slowest < settings.min_busbw_gbps:
         reason = f"slowest rank {slowest:.1f} GB/s < {settings.min_busbw_gbps:g} GB/s"
         return _check("nccl_bandwidth", FAIL, reason, figures, times)
@@ -215,7 +246,9 @@ def judge(measured: NodeMeasurements, settings: ValidationSettings) -> list[dict
 # --- one node ---------------------------------------------------------------------------------------
 
 
-def validation_spec(validation_id: str, settings: ValidationSettings, recovery: RecoverySettings) -> ValidationSpec:
+def validation_spec(
+    validation_id: str, settings: ValidationSettings, recovery: RecoverySettings
+) -> ValidationSpec:
     return ValidationSpec(
         validation_id=checked_name(validation_id, "validation_id"),
         ranks=settings.ranks_per_node,
@@ -226,7 +259,12 @@ def validation_spec(validation_id: str, settings: ValidationSettings, recovery: 
 
 
 def measure_and_judge(
-    log: ActionLog, backend: RecoveryBackend, node: str, spec: ValidationSpec, settings: ValidationSettings, dry_run: bool
+    log: ActionLog,
+    backend: RecoveryBackend,
+    node: str,
+    spec: ValidationSpec,
+    settings: ValidationSettings,
+    dry_run: bool,
 ) -> dict[str, Any]:
     """The ``validate`` record of the node: a re-run of the same validation reuses the recorded one."""
     key = f"validate:{node}"
@@ -236,7 +274,9 @@ def measure_and_judge(
     thresholds = {"dcgm_level": settings.dcgm_level, "ranks": settings.ranks_per_node,
                   "min_busbw_gbps": settings.min_busbw_gbps, "min_free_memory_share": settings.min_free_memory_share,
                   "gpu_required": settings.gpu_required}  # fmt: skip
-    with log.step("validate", {"node": node, "backend": backend.name, "thresholds": thresholds}, dry_run, key) as result:
+    with log.step(
+        "validate", {"node": node, "backend": backend.name, "thresholds": thresholds}, dry_run, key
+    ) as result:
         measured = backend.run_validation(node, spec)
         checks = judge(measured, settings)
         failed = [c["check"] for c in checks if not c["ok"]]
@@ -267,7 +307,9 @@ def validate_node(
     earlier = log.done_or_planned(key, dry_run)
     if earlier is not None:
         return {**outcome, "uncordoned": not dry_run, "skipped": f"already recorded at {earlier['ended_at']}"}
-    reason = f"acme validation {spec.validation_id}: passed {', '.join(c['check'] for c in verdict['checks'])}"
+    reason = (
+        f"acme validation {spec.validation_id}: passed {', '.join(c['check'] for c in verdict['checks'])}"
+    )
     with log.step("uncordon", {"node": node, "reason": reason}, dry_run, key) as result:
         if dry_run:
             result["planned"] = f"would uncordon {node} through {backend.name}"
@@ -281,6 +323,8 @@ def summarize_outcomes(outcomes: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     return {
         "validated": len(outcomes),
         "uncordoned": sorted(f"{o['cluster']}/{o['node']}" for o in outcomes if o.get("uncordoned")),
-        "kept_cordoned": {f"{o['cluster']}/{o['node']}": o["failed_checks"] for o in outcomes if not o["passed"]},
+        "kept_cordoned": {
+            f"{o['cluster']}/{o['node']}": o["failed_checks"] for o in outcomes if not o["passed"]
+        },
         "planned_uncordon": sorted(f"{o['cluster']}/{o['node']}" for o in outcomes if o.get("planned")),
     }

@@ -29,7 +29,9 @@ def api(tmp_path: Path):
         def log(pod: dict) -> str:
             node = pod["spec"]["nodeName"]
             spec = ValidationSpec("v", ranks=8, dcgm_level=2, timeout_s=60)
-            return simulated_node_output(node, spec, "dcgm_diag" if node == "gpu-2" else None, "2026-12-02T08:00:00Z")
+            return simulated_node_output(
+                node, spec, "dcgm_diag" if node == "gpu-2" else None, "2026-12-02T08:00:00Z"
+            )
 
         fake.script_pods(name_prefix="acme-validate-", log=log)
         yield fake
@@ -39,7 +41,9 @@ def backend_for(api: FakeKubernetesApi, tmp_path: Path) -> KubernetesBackend:
     from kubernetes import client, config
 
     kubeconfig = api.write_kubeconfig(tmp_path / "kubeconfig")
-    backend = KubernetesBackend(recovery_settings(), client.CoreV1Api(config.new_client_from_config(str(kubeconfig))))
+    backend = KubernetesBackend(
+        recovery_settings(), client.CoreV1Api(config.new_client_from_config(str(kubeconfig)))
+    )
     backend.poll_s = 0.01
     return backend
 
@@ -61,7 +65,10 @@ def test_a_passing_node_is_uncordoned_and_a_failing_one_keeps_its_cordon_fake(ap
     container = pods[0]["spec"]["containers"][0]
     assert container["resources"]["limits"] == {"nvidia.com/gpu": "8"}
     assert container["command"][:2] == ["sh", "-c"] and "torch.distributed.run" in container["command"]
-    assert {t["key"] for t in pods[0]["spec"]["tolerations"]} == {"acme.io/faulty", "node.kubernetes.io/unschedulable"}
+    assert {t["key"] for t in pods[0]["spec"]["tolerations"]} == {
+        "acme.io/faulty",
+        "node.kubernetes.io/unschedulable",
+    }
     assert not api.pods, "validation pods are deleted once read"
     assert [node for node, _ in api.node_patches()] == ["gpu-1"]
     assert api.nodes["gpu-1"]["spec"] == {"taints": [OTHER], "unschedulable": False}

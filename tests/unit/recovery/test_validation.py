@@ -57,7 +57,9 @@ def settings(**overrides: str) -> ValidationSettings:
 
 
 def measured(fault: str | None, spec: ValidationSpec = SPEC):
-    return read_node_output(simulated_node_output("n05", spec, fault, "2026-12-02T08:00:00Z"), "n05", "simulated", spec.dcgm_level)
+    return read_node_output(
+        simulated_node_output("n05", spec, fault, "2026-12-02T08:00:00Z"), "n05", "simulated", spec.dcgm_level
+    )
 
 
 def test_a_healthy_node_passes_every_check_with_its_figures():
@@ -112,7 +114,12 @@ def test_a_node_without_dcgmi_or_gpus_fails_unless_gpus_are_not_required():
     )  # fmt: skip
     node = read_node_output(output, "c1", "slurm", 1)
     strict = {c["check"]: c["status"] for c in judge(node, settings(ranks_per_node="2", dcgm_level="1"))}
-    assert strict == {"allgather": "pass", "dcgm_diag": "fail", "gpu_memory": "fail", "nccl_bandwidth": "fail"}
+    assert strict == {
+        "allgather": "pass",
+        "dcgm_diag": "fail",
+        "gpu_memory": "fail",
+        "nccl_bandwidth": "fail",
+    }
     lenient = settings(ranks_per_node="2", dcgm_level="1", gpu_required="false", min_busbw_gbps="0.1")
     assert {c["check"]: c["status"] for c in judge(node, lenient)} == {
         "allgather": "pass", "dcgm_diag": "skipped", "gpu_memory": "skipped", "nccl_bandwidth": "pass",
@@ -128,7 +135,10 @@ def test_output_without_the_program_is_a_problem_and_fails_every_check():
 def test_bad_fault_settings_are_clear_errors():
     with pytest.raises(ConfigError, match="ACME_VALIDATION_SIMULATED_FAULTS has 'n1:fans'"):
         settings(simulated_faults="n1:fans")
-    assert settings(simulated_faults="n1, n2:gpu_memory").simulated_faults == {"n1": "dcgm_diag", "n2": "gpu_memory"}
+    assert settings(simulated_faults="n1, n2:gpu_memory").simulated_faults == {
+        "n1": "dcgm_diag",
+        "n2": "gpu_memory",
+    }
 
 
 # --- on the simulated backend, from a real recovery's cordons ---------------------------------------
@@ -140,12 +150,16 @@ def recover_both_jobs(lake: Lake, jobs_file: Path, tmp_path: Path) -> SimulatedB
     backend = SimulatedBackend("seren", jobs_file, lake)
     for job in ("job-1", "job-2"):
         params = {"cluster": "seren", "job_id": job, "nodes": NODES, "checkpoint_uri": str(checkpoints)}
-        request = RecoveryRequest.from_params(params, f"r-{job}", "manual__1", datetime(2026, 12, 2, tzinfo=UTC))
+        request = RecoveryRequest.from_params(
+            params, f"r-{job}", "manual__1", datetime(2026, 12, 2, tzinfo=UTC)
+        )
         recover(lake, request, SimulatedBackend("seren", jobs_file, lake, job), recovery_settings())
     return backend
 
 
-def test_cordoned_nodes_are_validated_and_only_the_passing_one_returns(lake, jobs_file, tmp_path, monkeypatch):
+def test_cordoned_nodes_are_validated_and_only_the_passing_one_returns(
+    lake, jobs_file, tmp_path, monkeypatch
+):
     monkeypatch.setenv("ACME_VALIDATION_SIMULATED_FAULTS", "n05:nccl_bandwidth")
     backend = recover_both_jobs(lake, jobs_file, tmp_path)
     assert cordons_in_lake(lake) == {("seren", "n02"): ["job-2/r-job-2"], ("seren", "n05"): ["job-1/r-job-1"]}
@@ -177,7 +191,11 @@ def test_a_dry_run_measures_and_only_plans_the_uncordon(lake, jobs_file, tmp_pat
     backend = recover_both_jobs(lake, jobs_file, tmp_path)
     spec = validation_spec("dry-1", validation_settings(), recovery_settings())
     outcome = validate_node(lake, backend, "seren", "n02", spec, validation_settings(), True)
-    assert outcome["passed"] and not outcome["uncordoned"] and outcome["planned"].startswith("would uncordon n02")
+    assert (
+        outcome["passed"]
+        and not outcome["uncordoned"]
+        and outcome["planned"].startswith("would uncordon n02")
+    )
     assert backend.cordoned(NODES) == {"n02", "n05"}
     validate_node(lake, backend, "seren", "n02", spec, validation_settings(), True)
     records = node_log(lake, "seren", "n02", "dry-1").records()
