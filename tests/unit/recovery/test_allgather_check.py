@@ -151,6 +151,7 @@ def fake_torch(monkeypatch, world_size=2, cuda=False, corrupt_rank=None):
         is_available=lambda: cuda,
         set_device=lambda index: calls.setdefault("set_device", index),
         synchronize=lambda d=None: None,
+        mem_get_info=lambda d=None: (79_000_000_000, 80_000_000_000),  # free, total bytes
     )
     torch.device = FakeDevice
     torch.ones = lambda n, device=None: FakeTensor(1.0)
@@ -208,6 +209,7 @@ def test_on_a_gpu_the_backend_is_nccl_on_the_local_device(monkeypatch, capsys):
     assert main([], environ={**ENV, "LOCAL_RANK": "0"}) == 0
     (report,) = report_lines(capsys.readouterr().out)
     assert (report["backend"], report["device"]) == ("nccl", "cuda:0")
+    assert report["gpu_memory"] == {"free_gb": 79.0, "total_gb": 80.0}  # read by node validation
     assert calls["set_device"] == 0
     assert os.environ.pop("TORCH_NCCL_BLOCKING_WAIT") == "1"
 
