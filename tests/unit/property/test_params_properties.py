@@ -235,12 +235,18 @@ def run_plan(dag_id: str, params: dict, lake) -> object:
         return clusters_with_running_jobs(
             lake, params["cluster"], detection_moment(params.get("at"), None, RUN_AFTER)
         )
+    if dag_id == "validate_nodes":
+        from acme.recovery.backends import make_backend
+        from acme.recovery.validation import nodes_to_validate
+
+        cluster = None if params["cluster"] == "all" else params["cluster"]
+        return nodes_to_validate(lake, cluster, list(params["nodes"]), lambda name: make_backend(name, lake))
     raise AssertionError(f"no plan step known for DAG {dag_id}: add it to this test")
 
 
 DAG_IDS = [
     "ingest_job_traces", "ingest_metrics", "diagnose_failures", "recover_training", "evaluate_checkpoint",
-    "characterize", "detect_hangs",
+    "characterize", "detect_hangs", "validate_nodes",
 ]  # fmt: skip
 
 
