@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from acme.settings import RecoverySettings, ValidationSettings
 
 ACTION_LOG = re.compile(r"^recovery/cluster=([^/]+)/job=([^/]+)/([^/]+)/actions\.jsonl$")
+NODE_LOG = re.compile(r"^recovery/cluster=([^/]+)/node=([^/]+)/([^/]+)/actions\.jsonl$")
 PASS, FAIL, SKIPPED = "pass", "fail", "skipped"
 
 
@@ -51,26 +52,37 @@ def node_log(lake: Lake, cluster: str, node: str, validation_id: str) -> ActionL
 # --- which nodes ----------------------------------------------------------------------------------
 
 
+def _live_done(record: Mapping[str, Any], step: str) -> bool:
+    return record.get("step") == step and record.get("status") == "done" and not record.get("dry_run")
+
+
 def cordons_in_lake(lake: Lake, cluster: str | None = None) -> dict[tuple[str, str], list[str]]:
-    """(cluster, node) → the recoveries that cordoned it (live ``cordon`` records done), from every action log."""
-    found: dict[tuple[str, str], list[str]] = {}
+    """(cluster, node) → the recoveries that cordoned it (live ``cordon`` records done), from every action log.
+
+    A node whose last validation uncordoned it after its last recovery cordon is left out: if it is out
+    of scheduling again, a person (or another tool) put it there, and only a run naming it validates it.
+    """
+    cordons: dict[tuple[str, str], list[tuple[str, str]]] = {}
+    returned: dict[tuple[str, str], str] = {}
     prefix = f"recovery/cluster={cluster}/" if cluster else "recovery/"
     for key in lake.list(prefix):
-        match = ACTION_LOG.match(key)
-        if not match:
-            continue
-        for record in ActionLog(lake, *match.groups()).records():
-            node = (record.get("inputs") or {}).get("node")
-            if (
-                record.get("step") == "cordon"
-                and record.get("status") == "done"
-                and not record.get("dry_run")
-                and node
-            ):
-                found.setdefault((match.group(1), node), []).append(
-                    f"{record.get('job_id')}/{record.get('recovery_id')}"
-                )
-    return found
+        job_log, validation_log = ACTION_LOG.match(key), NODE_LOG.match(key)
+        if job_log:
+            for record in ActionLog(lake, *job_log.groups()).records():
+                node = (record.get("inputs") or {}).get("node")
+                if node and _live_done(record, "cordon"):
+                    source = f"{record.get('job_id')}/{record.get('recovery_id')}"
+                    cordons.setdefault((job_log.group(1), node), []).append((record["ended_at"], source))
+        elif validation_log:
+            where = (validation_log.group(1), validation_log.group(2))
+            for record in node_log(lake, *validation_log.groups()).records():
+                if _live_done(record, "uncordon"):
+                    returned[where] = max(returned.get(where, ""), record["ended_at"])
+    return {
+        where: [source for _, source in sorted(found)]
+        for where, found in cordons.items()
+        if max(found)[0] > returned.get(where, "")
+    }
 
 
 def nodes_to_validate(

@@ -185,6 +185,10 @@ def test_cordoned_nodes_are_validated_and_only_the_passing_one_returns(
     assert len(lake.read_json("recovery/simulated/cluster=seren/state.json")["uncordoned"]) == 1
     # A later run leaves the returned node alone and validates the one still cordoned.
     assert [t["node"] for t in nodes_to_validate(lake, None, [], lambda cluster: backend)] == ["n05"]
+    # Cordoned again by a person after its return: not recovery's cordon, so only a run naming it validates it.
+    backend.cordon("n02", "maintenance window")
+    assert [t["node"] for t in nodes_to_validate(lake, None, [], lambda cluster: backend)] == ["n05"]
+    assert [t["node"] for t in nodes_to_validate(lake, "seren", ["n02"], lambda cluster: backend)] == ["n02"]
 
 
 def test_a_dry_run_measures_and_only_plans_the_uncordon(lake, jobs_file, tmp_path):
