@@ -15,7 +15,9 @@ from acme.recovery.slurm_backend import (
     check_world_args,
     drain_args,
     drain_reason,
+    node_command_args,
     resubmit_args,
+    resume_args,
     show_job_args,
 )
 from acme.settings import recovery as recovery_settings
@@ -87,3 +89,15 @@ def test_a_failing_scontrol_is_an_error_and_nothing_is_drained_fake(failing_scon
         backend.describe_job("42")
     calls = failing_scontrol.read_text().splitlines()
     assert calls == ["show node --oneliner n3", "show job --oneliner 42"]  # no "update" was attempted
+
+
+def test_validation_resumes_with_scontrol_and_runs_on_the_node_as_one_quoted_line():
+    assert resume_args("gpu-a01") == ["scontrol", "update", "NodeName=gpu-a01", "State=RESUME"]
+    args = node_command_args(
+        ["ssh", "-o", "BatchMode=yes", "{node}"], "gpu-a01", ["sh", "-c", "echo $1; id", "sh", "x y"]
+    )
+    assert args == ["ssh", "-o", "BatchMode=yes", "gpu-a01", "sh -c 'echo $1; id' sh 'x y'"]
+    with pytest.raises(InputError, match="node name"):
+        node_command_args(["ssh", "{node}"], "-oProxyCommand=id", ["true"])
+    with pytest.raises(InputError, match="ACME_VALIDATION_NODE_COMMAND"):
+        node_command_args([], "gpu-a01", ["true"])
