@@ -12,10 +12,9 @@ import pytest
 
 from acme.lake import Lake
 from acme.recovery.backend import SimulatedBackend
-from acme.recovery.recover import RecoveryRequest
 from acme.recovery.synth_checkpoints import write_checkpoint
 from acme.settings import recovery as recovery_settings
-from tests.recovery_support import recover
+from tests.recovery_support import manual_request, recover, simulated_jobs_file
 
 ROOT = Path(__file__).resolve().parents[2]
 NODES = [f"seren-n{i:03d}" for i in range(8)]
@@ -37,19 +36,19 @@ def run_dag(logical_date: datetime, **conf):
 @pytest.fixture
 def cordoned_by_recoveries(lake_dir, tmp_path, monkeypatch) -> Lake:
     """Two live recoveries on the simulated cluster, each cordoning the node that failed its checks."""
-    jobs = tmp_path / "jobs.yaml"
-    jobs.write_text(
-        "clusters:\n  seren:\n"
-        f"    job-a: {{nodes: {NODES}, faulty: [seren-n002]}}\n"
-        f"    job-b: {{nodes: {NODES}, faulty: [seren-n006]}}\n"
+    jobs = simulated_jobs_file(
+        tmp_path,
+        {
+            "job-a": {"nodes": NODES, "faulty": ["seren-n002"]},
+            "job-b": {"nodes": NODES, "faulty": ["seren-n006"]},
+        },
     )
     monkeypatch.setenv("ACME_RECOVERY_SIMULATED_JOBS", str(jobs))
     checkpoints = tmp_path / "ckpt"
     write_checkpoint(checkpoints, 100)
     lake = Lake(str(lake_dir))
     for job in ("job-a", "job-b"):
-        params = {"cluster": "seren", "job_id": job, "nodes": NODES, "checkpoint_uri": str(checkpoints)}
-        request = RecoveryRequest.from_params(params, f"incident-{job}", "manual__1", datetime.now(UTC))
+        request = manual_request(checkpoints, job, NODES, f"incident-{job}")
         recover(lake, request, SimulatedBackend("seren", jobs, lake, job), recovery_settings())
     assert SimulatedBackend("seren", jobs, lake).cordoned(NODES) == {"seren-n002", "seren-n006"}
     return lake

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -16,8 +15,6 @@ from acme.recovery.node_selftest import (
     read_node_output,
     simulated_node_output,
 )
-from acme.recovery.recover import RecoveryRequest
-from acme.recovery.synth_checkpoints import write_checkpoint
 from acme.recovery.validation import (
     bus_bandwidth_gbps,
     cordons_in_lake,
@@ -30,26 +27,17 @@ from acme.recovery.validation import (
 from acme.settings import ValidationSettings
 from acme.settings import recovery as recovery_settings
 from acme.settings import validation as validation_settings
-from tests.recovery_support import recover
+from tests.recovery_support import manual_request, recover, simulated_jobs_file
 
 NODES = [f"n{i:02d}" for i in range(8)]
 SPEC = ValidationSpec("v1", ranks=8, dcgm_level=2, timeout_s=60)
 
 
 @pytest.fixture
-def lake(tmp_path: Path) -> Lake:
-    return Lake(str(tmp_path / "lake"))
-
-
-@pytest.fixture
 def jobs_file(tmp_path: Path) -> Path:
-    path = tmp_path / "jobs.yaml"
-    path.write_text(
-        "clusters:\n  seren:\n"
-        f"    job-1: {{nodes: {NODES}, faulty: [n05]}}\n"
-        f"    job-2: {{nodes: {NODES}, faulty: [n02]}}\n"
+    return simulated_jobs_file(
+        tmp_path, {"job-1": {"nodes": NODES, "faulty": ["n05"]}, "job-2": {"nodes": NODES, "faulty": ["n02"]}}
     )
-    return path
 
 
 def settings(**overrides: str) -> ValidationSettings:
@@ -144,24 +132,18 @@ def test_bad_fault_settings_are_clear_errors():
 # --- on the simulated backend, from a real recovery's cordons ---------------------------------------
 
 
-def recover_both_jobs(lake: Lake, jobs_file: Path, tmp_path: Path) -> SimulatedBackend:
-    checkpoints = tmp_path / "ckpt"
-    write_checkpoint(checkpoints, 100)
-    backend = SimulatedBackend("seren", jobs_file, lake)
+def recover_both_jobs(lake: Lake, jobs_file: Path, checkpoints: Path) -> SimulatedBackend:
     for job in ("job-1", "job-2"):
-        params = {"cluster": "seren", "job_id": job, "nodes": NODES, "checkpoint_uri": str(checkpoints)}
-        request = RecoveryRequest.from_params(
-            params, f"r-{job}", "manual__1", datetime(2026, 12, 2, tzinfo=UTC)
-        )
-        recover(lake, request, SimulatedBackend("seren", jobs_file, lake, job), recovery_settings())
-    return backend
+        backend = SimulatedBackend("seren", jobs_file, lake, job)
+        recover(lake, manual_request(checkpoints, job, NODES, f"r-{job}"), backend, recovery_settings())
+    return SimulatedBackend("seren", jobs_file, lake)
 
 
 def test_cordoned_nodes_are_validated_and_only_the_passing_one_returns(
-    lake, jobs_file, tmp_path, monkeypatch
+    lake, jobs_file, checkpoints, monkeypatch
 ):
     monkeypatch.setenv("ACME_VALIDATION_SIMULATED_FAULTS", "n05:nccl_bandwidth")
-    backend = recover_both_jobs(lake, jobs_file, tmp_path)
+    backend = recover_both_jobs(lake, jobs_file, checkpoints)
     assert cordons_in_lake(lake) == {("seren", "n02"): ["job-2/r-job-2"], ("seren", "n05"): ["job-1/r-job-1"]}
     targets = nodes_to_validate(lake, None, [], lambda cluster: backend)
     assert [t["node"] for t in targets] == ["n02", "n05"]
@@ -191,8 +173,8 @@ def test_cordoned_nodes_are_validated_and_only_the_passing_one_returns(
     assert [t["node"] for t in nodes_to_validate(lake, "seren", ["n02"], lambda cluster: backend)] == ["n02"]
 
 
-def test_a_dry_run_measures_and_only_plans_the_uncordon(lake, jobs_file, tmp_path):
-    backend = recover_both_jobs(lake, jobs_file, tmp_path)
+def test_a_dry_run_measures_and_only_plans_the_uncordon(lake, jobs_file, checkpoints):
+    backend = recover_both_jobs(lake, jobs_file, checkpoints)
     spec = validation_spec("dry-1", validation_settings(), recovery_settings())
     outcome = validate_node(lake, backend, "seren", "n02", spec, validation_settings(), True)
     assert (
@@ -208,8 +190,8 @@ def test_a_dry_run_measures_and_only_plans_the_uncordon(lake, jobs_file, tmp_pat
     ]  # fmt: skip
 
 
-def test_named_nodes_need_their_cluster_and_nodes_in_service_are_left_alone(lake, jobs_file, tmp_path):
-    backend = recover_both_jobs(lake, jobs_file, tmp_path)
+def test_named_nodes_need_their_cluster_and_nodes_in_service_are_left_alone(lake, jobs_file, checkpoints):
+    backend = recover_both_jobs(lake, jobs_file, checkpoints)
     with pytest.raises(InputError, match="the nodes Param needs the cluster"):
         nodes_to_validate(lake, None, ["n02"], lambda cluster: backend)
     with pytest.raises(InputError, match="node"):
