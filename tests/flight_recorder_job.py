@@ -66,7 +66,9 @@ def run_rank(args: argparse.Namespace, rank: int) -> None:
         else:
             # The watchdog's part: the collective is past its timeout and still in flight, so dump now
             # (gloo's own timeout is longer: once it raises, gloo retires the entry like a finished one).
-            print(f"rank {rank}: the last all_reduce still in flight after {args.timeout_s} s", file=sys.stderr)
+            print(
+                f"rank {rank}: the last all_reduce still in flight after {args.timeout_s} s", file=sys.stderr
+            )
         store.set(DUMP_SIGNAL, str(rank))
     if rank not in args.no_dump_rank:
         write_dump(args, rank)

@@ -130,8 +130,7 @@ class RankDump:
     version: str
     host: str | None
     groups: Mapping[str, tuple[int, ...]]
-    collectives: tuple[Collective, ...]
-    dropped_p2p: int = 0  # point-to-point entries, which have no collective sequence id
+    collectives: tuple[Collective, ...]  # point-to-point entries (send/recv) are left out
 
     def in_group(self, group: str) -> dict[int, Collective]:
         """This rank's collectives in ``group`` by sequence id (the last record of a coalesced id)."""
@@ -182,14 +181,8 @@ def parse_dump(data: bytes, source: str, folder_host: str | None = None) -> Rank
     entries = document["entries"]
     if not isinstance(entries, list):
         raise InputError(source, f"entries is a {type(entries).__name__}, expected a list")
-    collectives = []
-    p2p = 0
-    for index, entry in enumerate(entries):
-        parsed = _parse_entry(entry, index, source)
-        if parsed is None:
-            p2p += 1
-        else:
-            collectives.append(parsed)
+    parsed = [_parse_entry(entry, index, source) for index, entry in enumerate(entries)]
+    collectives = [entry for entry in parsed if entry is not None]
     return RankDump(
         rank=_rank_of(document, source),
         source=source,
@@ -197,7 +190,6 @@ def parse_dump(data: bytes, source: str, folder_host: str | None = None) -> Rank
         host=_host_of(document, source) or folder_host,
         groups=_groups_of(document.get("pg_config") or {}, source),
         collectives=tuple(collectives),
-        dropped_p2p=p2p,
     )
 
 
@@ -246,7 +238,9 @@ def _finished(profiling_name: str, state: str, retired: Any) -> bool:
 
 def _whole_number(value: Any, where: str, what: str) -> int:
     # torch writes ints; its analyzer's tests write sequence ids as strings of digits: both are read
-    if isinstance(value, bool) or not (isinstance(value, int) or (isinstance(value, str) and value.isdigit())):
+    if isinstance(value, bool) or not (
+        isinstance(value, int) or (isinstance(value, str) and value.isdigit())
+    ):
         raise InputError(where, f"{what} {value!r} is not a whole number")
     return int(value)
 
@@ -418,9 +412,7 @@ def analyse(dumps: Sequence[RankDump], job_nodes: Sequence[str] = ()) -> Verdict
     for group, members in _stuck_groups(dumps, world_size):
         _read_group(group, members, by_rank, reading)
     node_of = rank_nodes(dumps, world_size, job_nodes, reading.problems)
-    blamed = [
-        BlamedRank(b.rank, node_of.get(b.rank), b.group, b.problem, b.detail) for b in reading.blamed
-    ]
+    blamed = [BlamedRank(b.rank, node_of.get(b.rank), b.group, b.problem, b.detail) for b in reading.blamed]
     unplaced = [b.rank for b in blamed if b.node is None]
     if unplaced:
         reading.problems.append(f"rank(s) {_ranks(unplaced)} cannot be placed on a node of the job")
@@ -455,7 +447,9 @@ def analyse(dumps: Sequence[RankDump], job_nodes: Sequence[str] = ()) -> Verdict
 
 def _world_size(dumps: Sequence[RankDump]) -> int:
     """One more than the highest rank any dump or group configuration names."""
-    seen = [dump.rank for dump in dumps] + [r for dump in dumps for ranks in dump.groups.values() for r in ranks]
+    seen = [dump.rank for dump in dumps] + [
+        r for dump in dumps for ranks in dump.groups.values() for r in ranks
+    ]
     return max(seen) + 1
 
 
@@ -528,7 +522,9 @@ def _blame(
     if seq_id in entries:
         made = entries[seq_id]
         detail = f"collective #{seq_id} of group {group}: {_difference(made, reference)}"
-        elsewhere = [seq for seq, c in entries.items() if c.call == reference.call and not c.done and seq != seq_id]
+        elsewhere = [
+            seq for seq, c in entries.items() if c.call == reference.call and not c.done and seq != seq_id
+        ]
         if elsewhere:
             nearest = min(elsewhere, key=lambda seq: abs(seq - seq_id))
             detail += (
@@ -547,7 +543,11 @@ def _blame(
         return None
     last = f"its last one was {entries[max(entries)].describe()}" if entries else "it recorded none in it"
     return BlamedRank(
-        rank, None, group, "never entered", f"collective #{seq_id} of group {group} ({_call_text(reference)}): {last}"
+        rank,
+        None,
+        group,
+        "never entered",
+        f"collective #{seq_id} of group {group} ({_call_text(reference)}): {last}",
     )
 
 

@@ -170,7 +170,9 @@ def read_flight_recorder(lake: Lake, request: RecoveryRequest) -> dict[str, Any]
     inputs = {"flight_recorder_uri": request.flight_recorder_uri, "nodes": list(request.nodes)}
     with log.step(FLIGHT_RECORDER_STEP, inputs, request.dry_run, FLIGHT_RECORDER_STEP) as result:
         try:
-            verdict = analyse(read_dump_folder(request.flight_recorder_uri, request.nodes), request.nodes).to_dict()
+            verdict = analyse(
+                read_dump_folder(request.flight_recorder_uri, request.nodes), request.nodes
+            ).to_dict()
         except InputError as exc:
             verdict = {"conclusive": False, "why": f"the dumps cannot be read: {exc}", "faulty_nodes": [],
                        "blamed": [], "problems": [str(exc)]}  # fmt: skip
@@ -273,7 +275,9 @@ def _decide_from_dumps(log: ActionLog, request: RecoveryRequest, dumps: Mapping[
     (real in a dry run too: reading the dumps touches no cluster)."""
     why: dict[str, list[str]] = {}
     for blamed in dumps.get("blamed") or []:
-        why.setdefault(blamed["node"], []).append(f"rank {blamed['rank']} {blamed['problem']} {blamed['detail']}")
+        why.setdefault(blamed["node"], []).append(
+            f"rank {blamed['rank']} {blamed['problem']} {blamed['detail']}"
+        )
     verdict = {"faulty": list(dumps["faulty_nodes"]), "stragglers": [], "undecided": [], "worlds_launched": 0,
                "source": "flight_recorder", "why": {node: "; ".join(lines) for node, lines in why.items()}}  # fmt: skip
     inputs = {"source": "flight_recorder", "flight_recorder_uri": request.flight_recorder_uri}

@@ -24,7 +24,9 @@ TWO_NODES = ["gpu-a", "gpu-b"]
 
 
 def documents(folder: Path) -> dict[int, dict[str, Any]]:
-    return {int(path.name.rsplit("_", 1)[1]): pickle.loads(path.read_bytes()) for path in folder.glob("nccl_*")}
+    return {
+        int(path.name.rsplit("_", 1)[1]): pickle.loads(path.read_bytes()) for path in folder.glob("nccl_*")
+    }
 
 
 def edited(tmp_path: Path, edit: Callable[[dict[int, dict[str, Any]]], None], folder: Path = PICKLES) -> str:

@@ -89,7 +89,9 @@ def test_an_inconclusive_dump_says_why_and_the_two_rounds_run(lake, backend, che
         "runs: the dumps are not conclusive (rank(s) 3 of 4 wrote no dump)"
     )
     steps = [r["step"] for r in records(lake)]
-    assert steps.count("check_round1") == 2 and steps.count("check_round2") == 2  # n00, n01 beside healthy ones
+    assert (
+        steps.count("check_round1") == 2 and steps.count("check_round2") == 2
+    )  # n00, n01 beside healthy ones
     assert outcome["verdict"]["faulty"] == ["n01"] and "source" not in outcome["verdict"]
     assert "failed the all-gather check twice" in step(lake, "cordon")["inputs"]["reason"]
 
