@@ -483,6 +483,11 @@ def _read_group(
     """The stuck collective of one group, and which members never entered it or entered another."""
     calls = {rank: by_rank[rank].in_group(group) for rank in members if rank in by_rank}
     unfinished = [seq for entries in calls.values() for seq, c in entries.items() if not c.done]
+    if not unfinished:  # only a rank outside the group's configured members has it in flight
+        reading.problems.append(
+            f"group {group}: its configured members {_ranks(members)} have nothing in flight"
+        )
+        return
     seq_id = min(unfinished)
     made = {rank: entries[seq_id] for rank, entries in calls.items() if seq_id in entries}
     counts = Counter(c.call for c in made.values()).most_common()
@@ -577,7 +582,7 @@ def rank_nodes(
     """Each rank's node: the dump's host when it names a node of the job (exactly or by its short name),
     else by rank order over ``job_nodes`` with ``world_size / len(job_nodes)`` ranks per node.
 
-    A host that is no node of the job is noted in ``problems`` (the rank is then placed by rank order).
+    A host that is no node of the job is noted in ``problems``, which makes the verdict inconclusive.
     """
     nodes = list(job_nodes)
     short = {node.split(".")[0]: node for node in nodes}

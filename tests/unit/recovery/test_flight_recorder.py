@@ -226,3 +226,13 @@ def test_a_folder_problem_is_named(tmp_path):
     shutil.copy(PICKLES / "nccl_trace_rank_0", tmp_path / "copy_of_rank_0")
     with pytest.raises(InputError, match="a second dump of rank 0"):
         read_dump_folder(str(tmp_path))
+
+
+def test_a_host_name_that_is_no_node_of_the_job_makes_the_dumps_inconclusive(tmp_path):
+    def name_hosts(docs):
+        for rank, doc in docs.items():
+            doc["hostname"] = f"elsewhere-{rank}"
+
+    verdict = analyse(read_dump_folder(edited(tmp_path, name_hosts)), TWO_NODES)
+    assert not verdict.conclusive
+    assert "rank 3's dump names host elsewhere-3, which is no node of the job" in verdict.why
