@@ -184,9 +184,14 @@ def test_ranks_that_cannot_be_placed_make_the_dumps_inconclusive():
 # --- malformed dumps: the file and the problem -------------------------------------------------------
 
 
+MARKER = Path("/tmp/acme-h25c-flight-recorder-pickle-ran")
+
+
 class Payload:
+    """A pickle that would create ``MARKER`` if it were unpickled by plain ``pickle.loads``."""
+
     def __reduce__(self):
-        return (os.system, ("echo pwned > /dev/null",))
+        return (os.system, (f"touch {MARKER}",))
 
 
 @pytest.mark.parametrize(
@@ -211,6 +216,7 @@ def test_a_malformed_dump_is_refused_naming_the_file_and_the_problem(tmp_path, c
     with pytest.raises(InputError, match=problem) as caught:
         read_dump_folder(str(tmp_path))
     assert str(caught.value).startswith(f"{tmp_path}/nccl_trace_rank_0")
+    assert not MARKER.exists()  # the refused pickle ran nothing
 
 
 def test_a_folder_problem_is_named(tmp_path):
