@@ -82,6 +82,7 @@ jobs_from_arrow  # tests and benchmarks: a partition read back as the canonical 
 # evaluation
 
 # recovery
+find_class  # pickle.Unpickler's hook, overridden to refuse classes (recovery/flight_recorder.py)
 
 # detection
 

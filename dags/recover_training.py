@@ -15,6 +15,10 @@ with reasons) → **take out** the faulty nodes (blast-radius limit, then cordon
 spike, with the batches to skip) → **restart** (drained nodes excluded; detection-to-restart time) →
 `release` (teardown).
 
+**Flight Recorder dumps** (docs/flight_recorder.md): with the `flight_recorder_uri` Param, a conclusive
+dump of the hung job names the faulty nodes in `open_recovery` and the check rounds map no world (skipped);
+otherwise the action log's `flight_recorder` step says why and the rounds run.
+
 **Approval** (docs/approvals.md): a live run that the auto-approve policy does not cover
 (`ACME_RECOVERY_AUTO_APPROVE*`: a rule-decided failure, at most one node to cordon) stops in
 `decide_and_restart` before the first cordon; `approve` asks in Airflow's human-in-the-loop form (the

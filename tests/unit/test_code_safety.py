@@ -5,6 +5,11 @@ Refused everywhere under dags/, plugins/, stack/, scripts/ and benchmarks/:
   (``yaml.safe_load`` only), ``torch.load`` without ``weights_only=True``;
 - a shell between our strings and a command: ``shell=True``, ``os.system``, ``os.popen``;
 - ``eval`` and ``exec``.
+
+One file may import pickle, for one reason (``ALLOWED``): PyTorch writes its Flight Recorder dumps as pickles,
+and ``acme.recovery.flight_recorder`` reads them through an Unpickler whose ``find_class`` refuses every class
+and function but plain builtins (Python's documented way to restrict unpickling); its tests check that a
+pickle naming anything else is refused unrun.
 """
 
 from __future__ import annotations
@@ -23,6 +28,14 @@ UNSAFE_CALLS = {
     ("yaml", "full_load"): "yaml.full_load",
     ("os", "system"): "os.system (a shell)",
     ("os", "popen"): "os.popen (a shell)",
+}
+
+
+ALLOWED = {
+    (
+        "plugins/acme/recovery/flight_recorder.py",
+        "imports pickle",
+    ): "a restricted Unpickler (see the docstring)",
 }
 
 
@@ -64,7 +77,7 @@ def test_the_project_s_code_has_no_unsafe_call():
     files = python_files()
     assert len(files) > 50  # the walk found the code
     problems = [p for path in files for p in findings(path.read_text(), str(path.relative_to(ROOT)))]
-    assert problems == []
+    assert [p for p in problems if (p.split(":")[0], p.split(": ", 1)[1]) not in ALLOWED] == []
 
 
 @pytest.mark.parametrize(

@@ -1,7 +1,7 @@
 """A recovery after a training crash, as plain steps the ``recover_training`` DAG calls in order.
 
-open (check the request, the job and the nodes; one recovery per job) → round 1 and round 2 of the
-all-gather check (one call of ``check_world`` per world; on Kubernetes the DAG runs the worlds as
+open (check the request, the job and the nodes; one recovery per job) → ``read_flight_recorder`` (when
+the request names the hung job's Flight Recorder dumps) → round 1 and round 2 of the all-gather check (one call of ``check_world`` per world; on Kubernetes the DAG runs the worlds as
 pods instead) → ``decide_faults`` → ``take_out_faulty`` (blast-radius limit, then cordon/drain each
 faulty node once) → ``choose_restart_checkpoint`` → ``restart_job`` (resume-from, skip-batches,
 drained nodes excluded; detection-to-restart time) → ``close_recovery``.
@@ -10,6 +10,13 @@ Every step is recorded in the action log (``acme.recovery.actions``). A **dry ru
 step with what it would do and touches no cluster: no check pod or srun, no cordon, no restart (the
 checkpoint choice, which only reads the object store, runs for real). A re-run of the same recovery
 finds its earlier cordons and restart in the log and does not repeat them.
+
+**Flight Recorder dumps** (``acme.recovery.flight_recorder``, the request's ``flight_recorder_uri``): when
+they are conclusive (every rank dumped, and the ranks that never entered the stuck collective, or entered a
+mismatched one, are a minority placed on nodes of the job), the verdict is theirs: the blamed nodes are
+faulty, round 1 plans no world (the two-round all-gather test is skipped) and the ``flight_recorder`` step
+of the action log says why. When they are not (or cannot be read), that step says why and the two rounds
+run as without dumps. Reading them touches no cluster, so a dry run reads them for real too.
 
 Stragglers are reported (in the verdict and the log) but not cordoned: a slow node slows the job
 without crashing it, and taking it out is a capacity decision for a person.
@@ -134,12 +141,50 @@ def open_recovery(
                 raise NeedsPersonError(f"every node of job {request.job_id} is already out of scheduling")
             worlds = plan_round1(to_check)
         result.update(job_nodes=list(job.nodes), round1=worlds, not_checked=out, action_log=lake.url(log.key))
+    dumps = read_flight_recorder(lake, request)
     return {
         "request": request.to_dict(),
         "job": {"job_id": job.job_id, "nodes": list(job.nodes), "spec": job.spec},
-        "round1": worlds,
+        "round1": [] if dumps and dumps["conclusive"] else worlds,
+        "flight_recorder": dumps,
         "action_log": lake.url(log.key),
     }
+
+
+FLIGHT_RECORDER_STEP = "flight_recorder"
+
+
+def read_flight_recorder(lake: Lake, request: RecoveryRequest) -> dict[str, Any] | None:
+    """The verdict of the request's Flight Recorder dumps, recorded with what it means for the two-round
+    check; None when the request names no dumps. Dumps that cannot be read are an inconclusive verdict
+    (the error says which file and why), never a failed recovery: the check then runs as without them.
+    A re-run reuses the verdict it recorded."""
+    from acme.recovery.flight_recorder import analyse, read_dump_folder
+
+    if not request.flight_recorder_uri:
+        return None
+    log = action_log(lake, request)
+    earlier = None if request.dry_run else log.done(FLIGHT_RECORDER_STEP)
+    if earlier is not None:
+        return dict(earlier["result"]["verdict"])
+    inputs = {"flight_recorder_uri": request.flight_recorder_uri, "nodes": list(request.nodes)}
+    with log.step(FLIGHT_RECORDER_STEP, inputs, request.dry_run, FLIGHT_RECORDER_STEP) as result:
+        try:
+            verdict = analyse(
+                read_dump_folder(request.flight_recorder_uri, request.nodes), request.nodes
+            ).to_dict()
+        except InputError as exc:
+            verdict = {"conclusive": False, "why": f"the dumps cannot be read: {exc}", "faulty_nodes": [],
+                       "blamed": [], "problems": [str(exc)]}  # fmt: skip
+        result["verdict"] = verdict
+        result["two_round_check"] = (
+            f"skipped: the dumps name the faulty node(s) {', '.join(verdict['faulty_nodes'])} ({verdict['why']})"
+            if verdict["conclusive"]
+            else f"runs: the dumps are not conclusive ({verdict['why']})"
+        )
+        if request.dry_run:
+            result["status"] = "done"  # reading the dumps touches no cluster: the verdict is real
+    return verdict
 
 
 def world_from_dict(data: Mapping[str, Any]) -> WorldResult:
@@ -195,8 +240,9 @@ def record_world(
 
 
 def plan_second_round(request: RecoveryRequest, round1: Sequence[Mapping[str, Any]]) -> list[list[str]]:
-    """Round-2 worlds from round 1's results (none in a dry run, which ran no check)."""
-    if request.dry_run or any(r.get("planned") for r in round1):
+    """Round-2 worlds from round 1's results (none in a dry run, which ran no check, nor when round 1 ran
+    no world: the Flight Recorder dumps named the faulty nodes)."""
+    if request.dry_run or not round1 or any(r.get("planned") for r in round1):
         return []
     return plan_round2([world_from_dict(r) for r in round1])
 
@@ -206,9 +252,13 @@ def decide_faults(
     request: RecoveryRequest,
     round1: Sequence[Mapping[str, Any]],
     round2: Sequence[Mapping[str, Any]],
+    flight_recorder: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The two rounds' verdict (faulty, stragglers, undecided with reasons), recorded."""
+    """The two rounds' verdict (faulty, stragglers, undecided with reasons), recorded; or, when the Flight
+    Recorder dumps were conclusive (``flight_recorder``, from ``read_flight_recorder``), theirs."""
     log = action_log(lake, request)
+    if flight_recorder and flight_recorder.get("conclusive"):
+        return _decide_from_dumps(log, request, flight_recorder)
     with log.step("decide", {"round1": list(round1), "round2": list(round2)}, request.dry_run) as result:
         if request.dry_run:
             result["planned"] = "a dry run runs no check, so nothing is decided"
@@ -218,6 +268,22 @@ def decide_faults(
         )
         result.update(found.to_dict(evidence=False))
     return found.to_dict(evidence=False)
+
+
+def _decide_from_dumps(log: ActionLog, request: RecoveryRequest, dumps: Mapping[str, Any]) -> dict[str, Any]:
+    """The dumps' verdict as recovery's: their blamed nodes are faulty, with the ranks' reasons per node
+    (real in a dry run too: reading the dumps touches no cluster)."""
+    why: dict[str, list[str]] = {}
+    for blamed in dumps.get("blamed") or []:
+        why.setdefault(blamed["node"], []).append(
+            f"rank {blamed['rank']} {blamed['problem']} {blamed['detail']}"
+        )
+    verdict = {"faulty": list(dumps["faulty_nodes"]), "stragglers": [], "undecided": [], "worlds_launched": 0,
+               "source": "flight_recorder", "why": {node: "; ".join(lines) for node, lines in why.items()}}  # fmt: skip
+    inputs = {"source": "flight_recorder", "flight_recorder_uri": request.flight_recorder_uri}
+    with log.step("decide", inputs, request.dry_run) as result:
+        result.update(verdict)
+    return verdict
 
 
 def blast_radius_of(
@@ -264,8 +330,10 @@ def take_out_faulty(
         if earlier is not None:
             cordoned.append({"node": node, "skipped": f"already done at {earlier['ended_at']}"})
             continue
-        reason = (
-            f"acme recovery {request.recovery_id} of job {request.job_id}: failed the all-gather check twice"
+        reason = f"acme recovery {request.recovery_id} of job {request.job_id}: " + (
+            f"named by the Flight Recorder dumps: {verdict['why'][node]}"
+            if verdict.get("source") == "flight_recorder" and node in (verdict.get("why") or {})
+            else "failed the all-gather check twice"
         )
         with log.step("cordon", {"node": node, "reason": reason}, request.dry_run, key) as result:
             if request.dry_run:
@@ -399,7 +467,7 @@ def finish_recovery(
         record_approval,
     )
 
-    verdict = decide_faults(lake, request, round1, round2)
+    verdict = decide_faults(lake, request, round1, round2, opened.get("flight_recorder"))
     limit = BlastRadiusLimit(settings.max_nodes, settings.max_share)
     job_nodes = opened["job"]["nodes"]
     log = action_log(lake, request)

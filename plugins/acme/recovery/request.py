@@ -9,7 +9,8 @@ recovery's manifest with :func:`opened_request`.
 
 Conf fields (the Params of ``recover_training``): ``cluster``, ``job_id``, ``nodes`` (rank order),
 ``checkpoint_uri`` ("" = found by the cluster's configuration or ``ACME_CHECKPOINT_URI_PATTERN``),
-``metrics_file``, ``dry_run``, ``reason``, ``recovery_id``, ``detected_at``, and what the diagnosis found
+``metrics_file``, ``dry_run``, ``reason``, ``recovery_id``, ``detected_at``, ``flight_recorder_uri`` (where
+the hung job's PyTorch Flight Recorder dumps are: ``acme.recovery.flight_recorder``), and what the diagnosis found
 (``diagnosis_source``, ``confidence``, ``evidence``), which the approval form shows and the auto-approve
 policy reads (``acme.recovery.approval``). Fields only a checked request has: ``run_id`` and
 ``checkpoint_from`` (where the checkpoint location came from, for error messages).
@@ -82,6 +83,13 @@ def conf_schema(dry_run_default: bool) -> dict[str, Any]:
             "default": None, "type": ["null", "number"], "minimum": 0, "maximum": 1, "title": "Confidence",
             "description": "The diagnosis' confidence (0-1), shown on the approval form.",
         },
+        "flight_recorder_uri": {
+            "default": "", "type": "string", "title": "Flight Recorder dumps",
+            "description": "Folder or s3:// prefix holding the hung job's PyTorch Flight Recorder dumps, one "
+            "file per rank (TORCH_FR_DUMP_TEMP_FILE). When they name the ranks that never entered the stuck "
+            "collective (and so their nodes), the two-round check is skipped; otherwise the action log says why "
+            "and the check runs. Empty: no dumps (docs/flight_recorder.md).",
+        },
         "evidence": {
             "default": [], "type": "array", "items": {"type": "string"}, "maxItems": MAX_EVIDENCE_LINES,
             "title": "Evidence lines",
@@ -121,6 +129,7 @@ class RecoveryRequest:
     diagnosis_source: str = "manual"
     confidence: float | None = None
     evidence: tuple[str, ...] = ()
+    flight_recorder_uri: str = ""  # the hung job's Flight Recorder dumps ("" = none)
 
     @classmethod
     def from_params(
@@ -160,6 +169,7 @@ class RecoveryRequest:
             reason=str(params.get("reason") or ""),
             detected_at=str(detected),
             checkpoint_from=checkpoint_from,
+            flight_recorder_uri=_checked_location(params.get("flight_recorder_uri"), "flight_recorder_uri"),
             **_checked_diagnosis(params),
         )
 
@@ -176,7 +186,7 @@ class RecoveryRequest:
             "recovery_id": self.recovery_id,
         }
         optional = {"metrics_file": self.metrics_file, "detected_at": self.detected_at,
-                    "confidence": self.confidence}  # fmt: skip
+                    "confidence": self.confidence, "flight_recorder_uri": self.flight_recorder_uri or None}  # fmt: skip
         conf.update({name: value for name, value in optional.items() if value is not None})
         if self.diagnosis_source != "manual":
             conf["diagnosis_source"] = self.diagnosis_source
@@ -221,6 +231,14 @@ def _checked_nodes(nodes: Any) -> tuple[str, ...]:
     if len(set(nodes)) != len(nodes):
         raise InputError("nodes", "a node is listed twice")
     return tuple(nodes)
+
+
+def _checked_location(value: Any, what: str) -> str:
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise InputError(what, f"{value!r} is not a folder or s3:// prefix")
+    return value.strip()
 
 
 def _check_aware(detected: Any) -> None:
