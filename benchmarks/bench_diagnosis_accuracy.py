@@ -235,7 +235,7 @@ def tuned_on_sources() -> set[str]:
 
 def score_lines(lines: list[LineCase], rules: list[Rule], index: CaseIndex | None = None) -> dict[str, Any]:
     from acme.diagnosis.compress import is_error_line, strip_prefix
-    from acme.diagnosis.retrieval import error_signature
+    from acme.diagnosis.retrieval import error_signature, vote_alone
     from acme.diagnosis.rules import diagnose_lines
 
     tally, fresh = Tally(), Tally()
@@ -247,7 +247,8 @@ def score_lines(lines: list[LineCase], rules: list[Rule], index: CaseIndex | Non
         predicted, rule_id, confidence = diagnosis.reason, diagnosis.rule_id, diagnosis.confidence
         if predicted == UNKNOWN and index is not None:
             voted = index.vote(error_signature([(1, case.text)], rules_here), case.source)
-            if voted is not None:
+            if voted is not None:  # deciding alone, as in the pipeline (retrieval.vote_alone)
+                voted = vote_alone(voted, [(1, case.text)], rules_here)
                 predicted, rule_id, confidence = voted.reason, "retrieval", voted.confidence
         tally.add(case, predicted, case.text[:160], rule_id, confidence)
         if case.source not in tuned:
@@ -306,7 +307,7 @@ def _diagnose_log(
     the kept error/traceback lines and the evidence lines."""
     from acme.diagnosis.compress import compress_log
     from acme.diagnosis.metadata import job_fact_lines
-    from acme.diagnosis.retrieval import error_signature, signature_lines
+    from acme.diagnosis.retrieval import error_signature, signature_lines, vote_alone
     from acme.diagnosis.rules import diagnose_lines
 
     rules_here = rules_without(case.source, rules)
@@ -318,6 +319,7 @@ def _diagnose_log(
     if predicted == UNKNOWN and index is not None:
         voted = index.vote(error_signature(signature_lines(compressed), rules_here), case.source)
         if voted is not None:
+            voted = vote_alone(voted, signature_lines(compressed), rules_here)
             predicted, rule_id, confidence = voted.reason, "retrieval", voted.confidence
     return predicted, rule_id, confidence, kept, evidence
 

@@ -170,6 +170,10 @@ def _add_diagnose(commands: argparse._SubParsersAction) -> None:
     diagnose.add_argument(
         "--lake", help="also use the lake's learned rules and similar past cases (read only)"
     )
+    diagnose.add_argument(
+        "--baseline-log",
+        help="the log of the last good run of the job's family (default with --lake and a job id: looked up)",
+    )
     diagnose.set_defaults(handler=_diagnose)
 
 
@@ -395,7 +399,7 @@ def _compress(args: argparse.Namespace) -> dict:
 def _diagnose(args: argparse.Namespace) -> dict:
     from acme.diagnosis.diagnose_cli import diagnose_log_cli
 
-    return diagnose_log_cli(args.log, args.job, args.lake)
+    return diagnose_log_cli(args.log, args.job, args.lake, args.baseline_log)
 
 
 def _locate_faults(args: argparse.Namespace) -> dict:

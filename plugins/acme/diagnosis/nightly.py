@@ -364,15 +364,22 @@ def diagnose_chunk(lake: Lake, key: str, index: int, agent: Any = None) -> dict[
     rule-decided diagnoses, so it loads no model (``acme.diagnosis.deferred_cases``); a nightly chunk
     stores its cases at once and then the deferred ones.
 
+    Each job's log is compared with the last good run of its family (``acme.diagnosis.baseline``): the lines
+    new since then rank first in the evidence and in the agent's prompt; the run's chunks read each good
+    run's log once (its templates are kept in the run's staging folder).
+
     A nightly job whose log cannot be read gets an ``Unknown`` record that says why, and the chunk goes
     on; a log location given by hand that is wrong fails the task (the operator is waiting for it).
     """
+    from acme.diagnosis.baseline_lookup import BaselineFinder
     from acme.diagnosis.pipeline import CONFIGURED_AGENT, diagnose_job
     from acme.diagnosis.records import DiagnosisRecord, write_records
     from acme.errors import InputError
 
     plan = lake.read_json(key)
     items = plan["chunks"][index]
+    # The families' last good runs: each one's log read once a night (its templates kept in the run's folder).
+    baselines = BaselineFinder(lake, cache_folder=plan_folder(plan["run_id"]))
     done = _done_since(lake, items, plan["created_at"])
     pending: list[DiagnosisRecord] = []
     partitions: list[str] = []
@@ -383,7 +390,7 @@ def diagnose_chunk(lake: Lake, key: str, index: int, agent: Any = None) -> dict[
         try:
             record = diagnose_job(
                 lake, item["cluster"], item["job"], item.get("log"), day=day, agent=agent or CONFIGURED_AGENT,
-                defer_case=bool(plan.get("manual")),
+                defer_case=bool(plan.get("manual")), baselines=baselines,
             )  # fmt: skip
         except InputError as exc:
             if item.get("log"):

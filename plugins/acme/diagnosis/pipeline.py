@@ -38,10 +38,15 @@ from acme.errors import InputError
 
 if TYPE_CHECKING:
     from pathlib import Path
+    from typing import TypeAlias
 
+    from acme.diagnosis.baseline import Baseline
     from acme.diagnosis.compress import CompressedLog
     from acme.diagnosis.rules import Diagnosis, Rule
     from acme.lake import Lake
+
+    # The last good run of the job's family: its templates, its log file, or what the lake lookup found.
+    BaselineInput: TypeAlias = set[str] | frozenset[str] | str | Path | Baseline | None
 
 __all__ = ["CONFIGURED_AGENT", "DiagnosisRecord", "Route", "diagnose_job", "diagnose_log_lines", "route"]
 
@@ -266,13 +271,18 @@ def _mitigation_for(reason: str, rules: list[Rule]) -> str | None:
     return next((r.mitigation for r in rules if r.reason == reason), None)
 
 
-def _evidence(lines: list[tuple[int, str]]) -> list[dict[str, Any]]:
+def _evidence(lines: list[tuple[int, str]], novel: set[int] | None = None) -> list[dict[str, Any]]:
+    """The first lines as evidence, those new since the last good run (``novel``) first."""
+    from acme.diagnosis.baseline import novel_first
     from acme.diagnosis.rules import redact
 
-    return [{"line": n, "text": redact(t)[:500]} for n, t in lines[:_MAX_EVIDENCE]]
+    return [{"line": n, "text": redact(t)[:500]} for n, t in novel_first(lines, novel)[:_MAX_EVIDENCE]]
 
 
-def _from_rule(diagnosis: Diagnosis) -> dict[str, Any]:
+def _from_rule(diagnosis: Diagnosis, novel: set[int] | None = None) -> dict[str, Any]:
+    from acme.diagnosis.baseline import novel_first
+
+    shown = novel_first(((e["line"], e) for e in diagnosis.evidence), novel)
     return {
         "source": "rule",
         "reason": diagnosis.reason,
@@ -282,11 +292,13 @@ def _from_rule(diagnosis: Diagnosis) -> dict[str, Any]:
         "mitigation": diagnosis.mitigation,
         "rule_id": diagnosis.rule_id,
         "rule_version": diagnosis.rule_version,
-        "evidence": diagnosis.evidence,
+        "evidence": [evidence for _, evidence in shown],
     }
 
 
-def _from_vote(voted: Any, signature_lines: list[tuple[int, str]], rules: list[Rule]) -> dict[str, Any]:
+def _from_vote(
+    voted: Any, signature_lines: list[tuple[int, str]], rules: list[Rule], novel: set[int] | None = None
+) -> dict[str, Any]:
     from acme.diagnosis.retrieval import decisive_lines
 
     return {
@@ -298,11 +310,13 @@ def _from_vote(voted: Any, signature_lines: list[tuple[int, str]], rules: list[R
         "mitigation": _mitigation_for(voted.reason, rules),
         "rule_id": None,
         "rule_version": None,
-        "evidence": _evidence(decisive_lines(signature_lines, rules)),
+        "evidence": _evidence(decisive_lines(signature_lines, rules), novel),
     }
 
 
-def _from_answer(answer: Any, compressed: CompressedLog, fallback: list[tuple[int, str]]) -> dict[str, Any]:
+def _from_answer(
+    answer: Any, compressed: CompressedLog, fallback: list[tuple[int, str]], novel: set[int] | None = None
+) -> dict[str, Any]:
     by_line = {k.line: k.text for k in compressed.lines}
     cited = [(n, by_line[n]) for n in answer.evidence_lines if n in by_line]
     return {
@@ -314,20 +328,34 @@ def _from_answer(answer: Any, compressed: CompressedLog, fallback: list[tuple[in
         "mitigation": answer.mitigation or None,
         "rule_id": None,
         "rule_version": None,
-        "evidence": _evidence(cited or fallback),
+        "evidence": _evidence(cited or fallback, novel),
     }
 
 
 def _weigh_vote(
-    voted: Any, candidates: list[dict[str, Any]], signature_lines: list[tuple[int, str]], rules: list[Rule]
+    voted: Any,
+    candidates: list[dict[str, Any]],
+    signature_lines: list[tuple[int, str]],
+    rules: list[Rule],
+    novel: set[int] | None = None,
 ) -> list[str]:
-    """Let the similar cases' vote decide when no rule matched; when a rule did (weakly), the vote can only
-    confirm it (raising its confidence) -- a past case never overrules a matching rule, it is noted."""
+    """Let the similar cases' vote decide when no rule matched (confidently only when the log's own lines name
+    a failure: ``retrieval.vote_alone``); when a rule did (weakly), the vote can only confirm it (raising its
+    confidence) -- a past case never overrules a matching rule, it is noted."""
     if voted is None:
         return []
+    from acme.diagnosis.retrieval import vote_alone
+
     ruled = next((c for c in candidates if c["source"] == "rule"), None)
     if ruled is None:
-        candidates.append(_from_vote(voted, signature_lines, rules))
+        alone = vote_alone(voted, signature_lines, rules)
+        candidates.append(_from_vote(alone, signature_lines, rules, novel))
+        if alone.confidence < voted.confidence:
+            return [
+                f"similar past cases point at {voted.reason} ({voted.confidence:.2f}), but the log's own "
+                f"lines name no failure (traceback frames, launcher summaries, progress): "
+                f"confidence {alone.confidence:.2f}"
+            ]
         return []
     if voted.reason == ruled["reason"]:
         ruled["confidence"] = max(ruled["confidence"], float(voted.confidence))
@@ -347,12 +375,14 @@ def diagnose_log_lines(
     store_case: bool = True,
     defer_case: bool = True,
     notes: Iterable[str] = (),
-    baseline: set[str] | str | Path | None = None,
+    baseline: BaselineInput = None,
 ) -> DiagnosisRecord:
     """Diagnose an already located log (a local file or lines); see the module docstring for the steps.
 
-    ``baseline`` -- the last good run of the job's family: its log file, or its line templates
-    (:func:`acme.diagnosis.baseline.baseline_keys`); the lines new since then are sent to the agent first.
+    ``baseline`` -- the last good run of the job's family: its log file, its line templates
+    (:func:`acme.diagnosis.baseline.baseline_keys`), or a :class:`acme.diagnosis.baseline.Baseline` found in
+    the lake (its note joins the record's); the lines new since then rank first in the evidence and are sent
+    to the agent first.
 
     Without a lake only the bundled rules (and the agent, if any) are used and nothing is written; with one,
     family filter rules, learned rules and retrieval join in, and -- unless ``learn`` / ``store_case`` are
@@ -370,13 +400,14 @@ def diagnose_log_lines(
     notes = list(notes)
     compressed = _compress(lines, job, job_id, lake=lake, learn=learn, agent=agent, notes=notes)
     kept = [(k.line, k.text) for k in compressed.lines if k.kind in ("error", "traceback")]
+    novel = _novel_lines(compressed, baseline, notes)
     rules = rules_with_learned(lake)
     threshold = settings.diagnosis().min_confidence
 
     candidates: list[dict[str, Any]] = []
     ruled = diagnose_lines(job_fact_lines(job) + kept, rules)
     if ruled.reason != UNKNOWN:
-        candidates.append(_from_rule(ruled))
+        candidates.append(_from_rule(ruled, novel))
     signature_lines = retrieval.signature_lines(compressed)
     similar: list[Any] = []
     store = None
@@ -386,12 +417,12 @@ def diagnose_log_lines(
         notes.append("a rule decided: similar past cases not looked up")
     elif lake is not None:
         store = retrieval.CaseStore(lake)
-        similar = _retrieve(store, signature_lines, rules, (cluster, job_id), candidates, threshold, notes)
+        similar = _retrieve(
+            store, signature_lines, rules, (cluster, job_id), candidates, threshold, notes, novel
+        )
     answer = None
     if not _confident(candidates, threshold):
-        answer = _ask_agent(
-            agent, compressed, similar, job, candidates, signature_lines, rules, notes, baseline
-        )
+        answer = _ask_agent(agent, compressed, similar, job, candidates, signature_lines, rules, notes, novel)
 
     chosen = _best(candidates) or {
         "source": "none", "reason": UNKNOWN, "category": None, "attribution": None, "confidence": 0.0,
@@ -480,6 +511,7 @@ def _retrieve(
     candidates: list[dict[str, Any]],
     threshold: float,
     notes: list[str],
+    novel: set[int] | None = None,
 ) -> list[Any]:
     """The nearest past cases; when no candidate is confident yet, their vote is weighed into ``candidates``."""
     from acme import settings
@@ -496,7 +528,7 @@ def _retrieve(
         voted = retrieval.vote(
             similar, store.embedder.min_similarity if min_similarity is None else min_similarity
         )
-        notes += _weigh_vote(voted, candidates, signature_lines, rules)
+        notes += _weigh_vote(voted, candidates, signature_lines, rules, novel)
     return similar
 
 
@@ -509,11 +541,11 @@ def _ask_agent(
     signature_lines: list[tuple[int, str]],
     rules: list[Rule],
     notes: list[str],
-    baseline: set[str] | str | Path | None = None,
+    novel: set[int] | None = None,
 ) -> Any:
     """The LLM agent's answer (None without an agent or when it is unavailable); a usable answer joins
-    ``candidates`` unless a matching rule says otherwise (a rule is never overruled by the model). With a
-    ``baseline``, the lines new since the family's last good run are sent first."""
+    ``candidates`` unless a matching rule says otherwise (a rule is never overruled by the model). The lines
+    new since the family's last good run (``novel``), when known, are sent first."""
     from acme.diagnosis import retrieval
     from acme.diagnosis.rules import UNKNOWN, redact
 
@@ -523,7 +555,6 @@ def _ask_agent(
     from acme.diagnosis.llm_agent import AgentUnavailable
 
     try:
-        novel = _novel_lines(compressed, baseline, notes)
         answer = agent.diagnose(
             redact(compressed.to_text()), [s.to_dict() for s in similar], json_safe_job(job),
             **({"novel": novel} if novel is not None else {}),
@@ -538,22 +569,27 @@ def _ask_agent(
         notes.append(f"LLM agent answered {answer.reason}; the matching rule's {by_rule['reason']} stands")
     elif answer.reason != UNKNOWN:
         decisive = retrieval.decisive_lines(signature_lines, rules)
-        candidates.append(_from_answer(answer, compressed, decisive))
+        candidates.append(_from_answer(answer, compressed, decisive, novel))
     return answer
 
 
-def _novel_lines(
-    compressed: CompressedLog, baseline: set[str] | str | Path | None, notes: list[str]
-) -> set[int] | None:
+def _novel_lines(compressed: CompressedLog, baseline: BaselineInput, notes: list[str]) -> set[int] | None:
     """The kept lines new since the last good run (None without one), noted in the record."""
     if baseline is None:
         return None
-    from acme.diagnosis.baseline import baseline_keys_of_log, novel_lines
+    from acme.diagnosis.baseline import Baseline, baseline_keys_of_log, novel_lines
 
-    keys = baseline if isinstance(baseline, set) else baseline_keys_of_log(baseline)
+    if isinstance(baseline, Baseline):
+        if baseline.good_job_id is not None:  # a good run was found: which, or why its log is of no use
+            notes.append(baseline.note)
+        if baseline.keys is None:
+            return None
+        keys: set[str] | frozenset[str] = baseline.keys
+    else:
+        keys = baseline if isinstance(baseline, (set, frozenset)) else baseline_keys_of_log(baseline)
     novel = novel_lines(((k.line, k.text) for k in compressed.lines), keys)
     notes.append(
-        f"{len(novel)} of {len(compressed.lines)} kept lines are new since the last good run: sent first"
+        f"{len(novel)} of {len(compressed.lines)} kept lines are new since the last good run: ranked first"
     )
     return novel
 
@@ -612,9 +648,12 @@ def diagnose_job(
     day: date | None = None,
     agent: Any = CONFIGURED_AGENT,
     defer_case: bool = True,
+    baselines: Any = None,
 ) -> DiagnosisRecord:
     """Diagnose one failed job. ``log_source``: None (find the log by the configured pattern), a location
-    from a manual run (checked against the log root), or the log's lines themselves."""
+    from a manual run (checked against the log root), or the log's lines themselves. ``baselines``: an
+    :class:`acme.diagnosis.baseline_lookup.BaselineFinder` (one per night), to compare the log with the
+    family's last good run; none without it."""
     notes = []
     if log_source is None or isinstance(log_source, str):
         files, searched = locate_logs(lake, cluster, job, log_source, day)
@@ -623,6 +662,8 @@ def diagnose_job(
         lines: Iterable[str] = read_log_lines(files)
     else:
         lines = log_source
+    baseline = baselines.for_job(cluster, job) if baselines is not None else None
     return diagnose_log_lines(
-        lines, job, cluster=cluster, lake=lake, day=day, agent=agent, defer_case=defer_case, notes=notes
-    )
+        lines, job, cluster=cluster, lake=lake, day=day, agent=agent, defer_case=defer_case, notes=notes,
+        baseline=baseline,
+    )  # fmt: skip
