@@ -29,6 +29,7 @@ step() { printf '== %s (%s)\n' "$1" "$(date -u +%H:%M:%S)"; }
 
 base() {
     if docker image inspect "$BASE" >/dev/null 2>&1; then echo "$BASE exists"; return; fi
+    command -v debootstrap >/dev/null || "$ROOT/docker/dockerd.sh" install
     step "base: debootstrap bookworm from $MIRROR"
     rm -rf "$WORK/rootfs" && mkdir -p "$WORK"
     debootstrap --variant=minbase bookworm "$WORK/rootfs" "$MIRROR" >"$WORK/debootstrap.log"

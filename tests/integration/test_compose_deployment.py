@@ -22,6 +22,9 @@ Skips, saying why, where Docker or Compose v2 cannot run.
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import http.server
 import io
 import json
 import os
@@ -29,6 +32,7 @@ import secrets
 import shutil
 import socket
 import subprocess
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -37,12 +41,16 @@ from pathlib import Path
 
 import pytest
 
+from tests.waiting import wait_for
+
 pytestmark = pytest.mark.compose
 
 ROOT = Path(__file__).resolve().parents[2]
 PROJECT = "acme-compose-tier"
 INGEST_DAY = "2023-07-01"
-CRASH_DAY, CRASH_CLUSTER, CRASH_JOB = "2023-07-03", "kalos", "dlc11jbwzdhl0gy3"  # the demo's Pretrain job
+# The crash job: a sacct record with its nodes (the AcmeTrace rows have no node list, so no recovery).
+CRASH_EXPORT = ROOT / "tests/fixtures/sacct/constructed_kalos_pretrain_crash.txt"
+CRASH_DAY, CRASH_CLUSTER, CRASH_JOB, CRASH_NODES = "2023-07-03", "kalos", "4242001", "kalos-n[008-015]"
 BUCKET = "acme-lake"
 LONG_RUNNING = (
     "postgres", "redis", "minio", "statsd-exporter", "prometheus",
@@ -115,11 +123,11 @@ def docker_daemon(request):
         pytest.skip("the compose tier runs only when selected: -m compose")
     started = False
     if not docker_answers():
-        if shutil.which("dockerd") is None or os.geteuid() != 0:
-            pytest.skip(
-                "no Docker daemon answers and none can be started here (needs root and Debian's docker.io)"
-            )
-        result = run([str(ROOT / "docker/dockerd.sh"), "start"], check=False, timeout=120)
+        if os.geteuid() != 0:
+            pytest.skip("no Docker daemon answers and none can be started here (needs root)")
+        # Installs Debian's docker.io and debootstrap first when they are missing (apt-get).
+        with timed("dockerd: install (when missing) and start"):
+            result = run([str(ROOT / "docker/dockerd.sh"), "start"], check=False, timeout=600)
         if result.returncode != 0:
             pytest.skip(f"dockerd does not start here: {result.stderr.strip()[-500:]}")
         started = True
@@ -184,6 +192,9 @@ def write_project(directory: Path) -> dict[str, str]:
         "AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT": "20",
         "AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT_DETECTION_INTERVAL": "5",
         "AIRFLOW_WORKER_CONCURRENCY": "2",
+        # Nothing may leave loopback: an S3 client without credentials never asks the cloud's
+        # metadata address (169.254.169.254) for them.
+        "AWS_EC2_METADATA_DISABLED": "true",
         "AIRFLOW_PARALLELISM": "4",
     }
     (directory / ".env").write_text("".join(f"{k}={v}\n" for k, v in env.items()))
@@ -215,19 +226,20 @@ class Deployment:
         return states
 
     def wait_healthy(self, timeout_s: float = 900) -> None:
-        deadline, states = time.monotonic() + timeout_s, {}
-        while time.monotonic() < deadline:
+        def healthy() -> bool:
             states = self.health()
-            if all(states.get(name) == "healthy" for name in LONG_RUNNING):
-                return
-            if any(state in ("exited", "dead") for name, state in states.items() if name in LONG_RUNNING):
-                break
-            time.sleep(5)
-        self.fail(f"services not healthy: {states}")
+            if any(states.get(name) in ("exited", "dead") for name in LONG_RUNNING):
+                self.fail(f"a service exited: {states}")
+            return all(states.get(name) == "healthy" for name in LONG_RUNNING)
+
+        wait_for(healthy, timeout_s, "every service healthy", lambda: f" ({self.health()})" + self.logs(), 5)
+
+    def logs(self) -> str:
+        """The services' last log lines, for a failure's message."""
+        return "\n" + self("logs", "--no-color", "--tail", "60", check=False).stdout[-12000:]
 
     def fail(self, message: str) -> None:
-        logs = self("logs", "--no-color", "--tail", "60", check=False).stdout
-        pytest.fail(f"{message}\n{logs[-12000:]}")
+        pytest.fail(message + self.logs())
 
     # --- the REST API with a JWT ---------------------------------------------------------------
 
@@ -251,11 +263,8 @@ class Deployment:
         self.token = body["access_token"]
 
     def wait_dag(self, dag_id: str, timeout_s: float = 300) -> None:
-        deadline = time.monotonic() + timeout_s
-        while self.call("GET", f"/api/v2/dags/{dag_id}")[0] != 200:
-            if time.monotonic() > deadline:
-                self.fail(f"the dag-processor did not register {dag_id}")
-            time.sleep(3)
+        wait_for(lambda: self.call("GET", f"/api/v2/dags/{dag_id}")[0] == 200, timeout_s,
+                 f"the dag-processor to register {dag_id}", self.logs, 3)  # fmt: skip
         status, body = self.call("PATCH", f"/api/v2/dags/{dag_id}", {"is_paused": False})
         assert status == 200 and body["is_paused"] is False, body
 
@@ -275,17 +284,20 @@ class Deployment:
         return body["task_instances"]
 
     def wait_run(self, dag_id: str, run_id: str, timeout_s: float = 600) -> str:
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
+        """The run's end state; it may not exist yet (a run another DAG triggers)."""
+
+        def finished() -> str | None:
             status, body = self.call("GET", f"/api/v2/dags/{dag_id}/dagRuns/{run_id}")
-            if status == 401:
+            if status == 401:  # the JWT expired
                 self.login()
-                continue
-            if body.get("state") in ("success", "failed"):
-                return body["state"]
-            time.sleep(2)
-        self.fail(f"run {dag_id}/{run_id} did not finish: {self.task_instances(dag_id, run_id)}")
-        return "timeout"
+                return None
+            return body["state"] if body.get("state") in ("success", "failed") else None
+
+        def tasks() -> str:
+            status, body = self.call("GET", f"/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances")
+            return f": {body.get('task_instances') if status == 200 else status}" + self.logs()
+
+        return wait_for(finished, timeout_s, f"run {dag_id}/{run_id} to finish", tasks)
 
     # --- the lake on the S3 service --------------------------------------------------------------
 
@@ -307,6 +319,13 @@ class Deployment:
         for key in self.keys():
             client.delete_object(Bucket=BUCKET, Key=key)
 
+    def table(self, key: str) -> list[dict]:
+        """The rows of one Parquet object of the lake."""
+        import pyarrow.parquet as pq
+
+        body = self.s3().get_object(Bucket=BUCKET, Key=key)["Body"].read()
+        return pq.read_table(io.BytesIO(body)).to_pylist()
+
     def snapshot(self) -> dict:
         import pyarrow.parquet as pq
 
@@ -320,6 +339,22 @@ class Deployment:
             else:
                 found[key] = body
         return found
+
+
+@contextlib.contextmanager
+def served_folder(folder: Path):
+    """``folder`` over HTTP on 127.0.0.1 (the containers share the host's network): a file exported
+    by hand, read by a manual ingest run's ``input`` URL."""
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(folder))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(10)
 
 
 def assert_lake_equals(lake: dict, clean: dict) -> None:
@@ -420,13 +455,15 @@ def test_the_worker_killed_mid_task_the_task_is_retried_and_the_lake_equals_a_cl
     api.empty_lake()
     with timed("ingest with the worker killed mid-task"):
         run_id = api.trigger("ingest_job_traces", {"day": INGEST_DAY})
-        deadline = time.monotonic() + 300
-        while not [t for t in api.task_instances("ingest_job_traces", run_id) if t["state"] == "running"]:
-            assert time.monotonic() < deadline, "no task started"
-            time.sleep(0.2)
-        running = [
-            t["task_id"] for t in api.task_instances("ingest_job_traces", run_id) if t["state"] == "running"
-        ]
+
+        def running_tasks() -> list[str]:
+            return [
+                t["task_id"]
+                for t in api.task_instances("ingest_job_traces", run_id)
+                if t["state"] == "running"
+            ]
+
+        running = wait_for(running_tasks, 300, "a task of the run to start", api.logs, 0.2)
         run(["docker", "kill", api.container("worker")])
         api("up", "-d", "--no-deps", "worker")
         state = api.wait_run("ingest_job_traces", run_id, timeout_s=900)
@@ -442,11 +479,13 @@ def test_the_worker_killed_mid_task_the_task_is_retried_and_the_lake_equals_a_cl
 def test_a_crash_log_is_diagnosed_and_the_recovery_and_report_reach_the_lake(api):
     from acme.diagnosis.synth_log import iter_training_log
 
-    with timed("ingest of the crash day"):
-        assert (
-            api.wait_run("ingest_job_traces", api.trigger("ingest_job_traces", {"day": CRASH_DAY}))
-            == "success"
-        )
+    with served_folder(CRASH_EXPORT.parent) as exports, timed("ingest of the crash job's sacct record"):
+        conf = {"day": CRASH_DAY, "cluster": CRASH_CLUSTER, "source": "sacct",
+                "input": f"{exports}/{CRASH_EXPORT.name}"}  # fmt: skip
+        assert api.wait_run("ingest_job_traces", api.trigger("ingest_job_traces", conf)) == "success"
+    (job,) = [j for j in api.table(f"lake/jobs/cluster={CRASH_CLUSTER}/date={CRASH_DAY}/jobs.parquet")
+              if j["job_id"] == CRASH_JOB]  # fmt: skip
+    assert (job["job_type"], job["node_list"], job["gpu_num"]) == ("Pretrain", CRASH_NODES, 64), job
     log = "".join(line + "\n" for line in iter_training_log(2000, ranks=64, failure="ECCError"))
     api.s3().put_object(
         Bucket=BUCKET, Key=f"lake/logs/cluster={CRASH_CLUSTER}/job={CRASH_JOB}/train.log", Body=log.encode()
@@ -456,30 +495,31 @@ def test_a_crash_log_is_diagnosed_and_the_recovery_and_report_reach_the_lake(api
             "diagnose_failures", {"cluster": CRASH_CLUSTER, "job_id": CRASH_JOB, "day": CRASH_DAY}
         )
         assert api.wait_run("diagnose_failures", run_id, timeout_s=900) == "success"
-    diagnoses = api.keys(f"lake/diagnoses/cluster={CRASH_CLUSTER}/")
-    assert diagnoses, "the diagnosis is in the lake"
-    with timed("the recovery it started (dry run) → its action log"):
-        deadline = time.monotonic() + 600
-        while not (
-            actions := [
-                k
-                for k in api.keys(f"lake/recovery/cluster={CRASH_CLUSTER}/job={CRASH_JOB}/")
-                if k.endswith("actions.jsonl")
-            ]
-        ):
-            assert time.monotonic() < deadline, f"no action log; diagnoses: {diagnoses}"
-            time.sleep(3)
+    (diagnosis,) = [d for d in api.table(f"lake/diagnoses/cluster={CRASH_CLUSTER}/date={CRASH_DAY}/diagnoses.parquet")
+                    if d["job_id"] == CRASH_JOB]  # fmt: skip
+    assert (diagnosis["reason"], diagnosis["category"]) == ("ECCError", "Infrastructure"), diagnosis
+    # The diagnosis started the recovery on the job's nodes (its run id is the job's: started once).
+    recovery_run = f"recover__{CRASH_CLUSTER}__{CRASH_JOB}"
+    with timed("the recovery it started (dry run) → success and its action log"):
+        assert api.wait_run("recover_training", recovery_run, timeout_s=900) == "success"
+    (actions,) = [k for k in api.keys(f"lake/recovery/cluster={CRASH_CLUSTER}/job={CRASH_JOB}/")
+                  if k.endswith("/actions.jsonl")]  # fmt: skip
     steps = [
         json.loads(line)
-        for line in api.s3().get_object(Bucket=BUCKET, Key=actions[0])["Body"].read().splitlines()
+        for line in api.s3().get_object(Bucket=BUCKET, Key=actions)["Body"].read().splitlines()
     ]
     assert steps and all("step" in s and "status" in s for s in steps), steps
+    names = {s["step"] for s in steps}
+    assert {"open", "check_round1", "decide", "choose_checkpoint", "restart"} <= names, names
+    assert all(s["dry_run"] for s in steps), "a recovery the diagnosis starts is a dry run by default"
+    # Round 1 planned a check of every node of the job's sacct record.
+    checked = {node for s in steps if s["step"] == "check_round1" for node in s["inputs"]["world"]}
+    assert checked == {f"kalos-n{i:03d}" for i in range(8, 16)}, checked
+    print(f"\n[compose tier] recovery steps: {[(s['step'], s['status']) for s in steps]}")
     with timed("characterize (the day's report)"):
         run_id = api.trigger("characterize", {"cluster": CRASH_CLUSTER, "period": CRASH_DAY})
         assert api.wait_run("characterize", run_id, timeout_s=900) == "success"
-    assert api.keys(f"lake/reports/cluster={CRASH_CLUSTER}/") or api.keys("lake/reports/"), (
-        "the report is in the lake"
-    )
+    assert api.keys(f"lake/reports/cluster={CRASH_CLUSTER}/period={CRASH_DAY}/"), "the report is in the lake"
 
 
 def healthcheck(container: str, timeout_s: float) -> bool:
@@ -509,18 +549,12 @@ def test_each_healthcheck_fails_while_its_service_is_stopped(api, service):
     with timed(f"healthcheck of {service} fails after SIGSTOP"):
         run(["docker", "exec", container, "sh", "-c", "kill -STOP -1"])
         try:
-            deadline = time.monotonic() + 120
-            while healthcheck(container, timeout_s):
-                assert time.monotonic() < deadline, (
-                    f"{service}: healthcheck still passes with the service stopped"
-                )
-                time.sleep(2)
+            wait_for(lambda: not healthcheck(container, timeout_s), 120,
+                     f"{service}'s healthcheck to fail with the service stopped")  # fmt: skip
         finally:
             run(["docker", "exec", container, "sh", "-c", "kill -CONT -1"])
-    deadline = time.monotonic() + 180
-    while not healthcheck(container, 3 * timeout_s):
-        assert time.monotonic() < deadline, f"{service}: healthcheck does not pass again after SIGCONT"
-        time.sleep(3)
+    wait_for(lambda: healthcheck(container, 3 * timeout_s), 180,
+             f"{service}'s healthcheck to pass again after SIGCONT", poll_s=3)  # fmt: skip
 
 
 def test_down_then_up_keeps_the_metadata_and_the_lake(api):

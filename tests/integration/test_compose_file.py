@@ -87,6 +87,18 @@ def test_long_running_services_have_healthchecks_and_one_shot_jobs_do_not_restar
         assert service.get("restart") == "unless-stopped", name
 
 
+# Images whose entrypoint runs the service itself as the container's PID 1, with no init of its own:
+# no signal sent from inside the container reaches a PID 1 (the compose tier's `kill -STOP -1` found
+# no process to stop), and nothing reaps its children.
+IMAGES_WITHOUT_AN_INIT = ("prom/prometheus",)
+
+
+def test_services_on_images_without_an_init_run_under_dockers_init(compose):
+    for name, service in compose["services"].items():
+        if service.get("image", "").split(":")[0] in IMAGES_WITHOUT_AN_INIT:
+            assert service.get("init") is True, f"{name}: init: true (Docker's tini as PID 1)"
+
+
 def test_services_start_after_what_they_need_is_healthy_or_done(compose):
     services = compose["services"]
     for name, service in services.items():

@@ -36,6 +36,8 @@ from stack.stack import (
     up,
 )
 
+from tests import waiting
+
 pytestmark = pytest.mark.integration
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -115,14 +117,11 @@ class Api:
 
 
 def wait_for(predicate, timeout_s: float, what: str, settings: StackSettings, poll_s: float = 2):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        result = predicate()
-        if result:
-            return result
-        time.sleep(poll_s)
-    tails = {p.name: p.read_text(errors="replace")[-2500:] for p in settings.logs.glob("*.log")}
-    pytest.fail(f"timed out waiting for {what}; stack logs: {json.dumps(tails, indent=1)}")
+    def stack_logs() -> str:
+        tails = {p.name: p.read_text(errors="replace")[-2500:] for p in settings.logs.glob("*.log")}
+        return f"; stack logs: {json.dumps(tails, indent=1)}"
+
+    return waiting.wait_for(predicate, timeout_s, what, stack_logs, poll_s)
 
 
 @pytest.fixture(scope="module")

@@ -353,7 +353,10 @@ def choose_restart_checkpoint(lake: Lake, request: RecoveryRequest) -> dict[str,
     inputs = {"checkpoint_uri": request.checkpoint_uri, "checkpoint_from": request.checkpoint_from,
               "metrics_file": request.metrics_file}  # fmt: skip
     with log.step("choose_checkpoint", inputs, request.dry_run) as result:
-        store = open_lake(request.checkpoint_uri)
+        # On the lake's S3 service (the default location, {lake}/checkpoints/...), with the lake's own
+        # credentials and endpoint: inside Airflow those come from its connection, not the environment.
+        on_s3 = request.checkpoint_uri.startswith("s3://") and lake.uri.startswith("s3://")
+        store = open_lake(request.checkpoint_uri, lake.storage_options if on_s3 else None)
         try:
             choice = choose_checkpoint_in_lake(store, "", metrics_key=request.metrics_file)
         except NeedsOperatorError as exc:
