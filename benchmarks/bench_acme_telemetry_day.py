@@ -11,8 +11,9 @@ then ``merge_node_groups``); with ``--single`` also one run with ``node_groups``
 (the single-task peer), after which the stored rollups and histograms of the two runs are compared.
 
 Measured per run: wall time from the REST trigger to the run's end, the per-task timeline, CPU seconds
-of each stack service, the peak PSS of the Celery worker (all its processes, from
-``/proc/<pid>/smaps_rollup`` every 0.5 s) and of the whole stack, bytes per stored sample (sample files
+of each stack service (a task's CPU counts once its supervisor has reaped it), the peak PSS of the
+Celery worker (its whole process tree, the task processes included, from ``/proc/<pid>/smaps_rollup``
+every 0.5 s) and of the whole stack, bytes per stored sample (sample files
 only, from the S3 listing) and the machine's load. The stack is stopped and its database dropped at the
 end, also on failure.
 
@@ -46,6 +47,7 @@ from stack.stack import (  # noqa: E402
     claim_free_redis_db,
     down,
     lake_client,
+    service_pid,
     stack_cpu_seconds,
     stack_memory,
     up,
@@ -75,8 +77,38 @@ def synth_day(nodes: int) -> tuple[Path, dict[str, Any]]:
     return folder, manifest
 
 
+def process_tree(root: int) -> list[int]:
+    """``root`` and every process descended from it (a task process of the Celery worker runs in a
+    process group of its own, so the worker's process group alone misses the tasks)."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                parent = int(Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(parent, []).append(int(entry))
+    found, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        found.append(pid)
+        todo += children.get(pid, [])
+    return found
+
+
+def pss_kib(pid: int) -> int:
+    try:
+        for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+            if line.startswith("Pss:"):
+                return int(line.split()[1])
+    except (OSError, ValueError):
+        return 0
+    return 0
+
+
 class PssSampler(threading.Thread):
-    """Peak PSS of the Celery worker (every process of its group) and of the whole stack; the load."""
+    """Peak PSS of the Celery worker's process tree (its pool, the supervisors and the task processes),
+    and of the whole stack (the other services' process groups plus that tree); the load."""
 
     def __init__(self, settings: StackSettings, period_s: float = 0.5):
         super().__init__(daemon=True)
@@ -87,12 +119,15 @@ class PssSampler(threading.Thread):
         self.stop = threading.Event()
 
     def run(self) -> None:
+        worker = service_pid(self.settings, "worker")
         while not self.stop.is_set():
             memory = stack_memory(self.settings)
-            if memory["worker"]["pss"] > self.worker_peak:
-                self.worker_peak = memory["worker"]["pss"]
-                self.worker_processes = memory["worker"]["processes"]
-            self.stack_peak = max(self.stack_peak, sum(m["pss"] for m in memory.values()))
+            members = process_tree(worker) if worker else []
+            worker_pss = sum(pss_kib(pid) for pid in members) * 1024
+            if worker_pss > self.worker_peak:
+                self.worker_peak, self.worker_processes = worker_pss, len(members)
+            others = sum(m["pss"] for name, m in memory.items() if name != "worker")
+            self.stack_peak = max(self.stack_peak, others + worker_pss)
             self.load.append(os.getloadavg()[0])
             self.stop.wait(self.period_s)
 

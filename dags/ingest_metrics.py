@@ -37,7 +37,7 @@ from acme_airflow.params import manual_run_params
 
 # A mapped ingest's label: the cluster, and "3/8" for the fourth of eight node groups.
 NODE_GROUP_LABEL = (
-    "{{ planned['cluster'] }}{% if planned['node_group'] %} "
+    "{{ planned['cluster'] }}{% if planned.get('node_group') %} "
     "{{ planned['node_group'][0] }}/{{ planned['node_group'][1] }}{% endif %}"
 )
 

@@ -655,8 +655,8 @@ def plan_metric_inputs(
     node_groups: int | None = None,
 ) -> list[dict[str, Any]]:
     """One dict per selected cluster: cluster, format, input, day, step_s, snapshot, scrape_time, node
-    and node_group; with ``node_groups`` N > 1 (the Param, else the cluster's ``metrics.node_groups``),
-    N dicts per cluster, ``node_group`` ``[g, N]`` (``acme.metrics.node_groups``; None: one task).
+    (and, with ``node_groups`` N > 1, the Param or else the cluster's ``metrics.node_groups``, N dicts
+    per cluster, each with its ``node_group`` ``[g, N]``: see ``acme.metrics.node_groups``).
 
     ``source`` other than ``configured`` reads ``input_uri`` in that format (a manual run over
     an exported file); clusters without a metrics source are skipped unless asked for by name.
@@ -704,7 +704,7 @@ def plan_metric_inputs(
 def _per_node_group(planned: dict[str, Any], groups: int) -> list[dict[str, Any]]:
     """The planned input as one task, or as one task per node group (a snapshot is never split)."""
     if groups == 1 or planned["snapshot"]:
-        return [{**planned, "node_group": None}]
+        return [planned]
     return [{**planned, "node_group": [index, groups]} for index in range(groups)]
 
 
