@@ -12,6 +12,11 @@ A metric that fails its coverage or quarantine threshold is not published and fa
 with its name; re-runs replace the day's partitions. Clusters without a metrics source are
 skipped.
 
+**Node groups**: a datacenter-size day is split into `node_groups` mapped tasks (the cluster's
+`metrics.node_groups`, or the Param), each storing its nodes' samples and rollup parts; then
+`merge_node_groups` writes the day's rollups and histograms from the parts, exactly those of a
+single task, and updates the Asset. 1 (the default) keeps one task per input.
+
 **Manual runs**: `day`, optionally `cluster`, and `source` + `input` to read an exported file;
 `snapshot`, `scrape_time` and `node` (the `--snapshot`, `--scrape-time`, `--node` flags of
 `python -m acme ingest-metrics`, and the cluster's `metrics.` settings of the same names) store
@@ -29,6 +34,12 @@ from acme.metrics.formats import FORMAT_NAMES as METRIC_FORMATS
 from acme_airflow.assets import METRICS
 from acme_airflow.defaults import DEFAULT_ARGS, Tag
 from acme_airflow.params import manual_run_params
+
+# A mapped ingest's label: the cluster, and "3/8" for the fourth of eight node groups.
+NODE_GROUP_LABEL = (
+    "{{ planned['cluster'] }}{% if planned.get('node_group') %} "
+    "{{ planned['node_group'][0] }}/{{ planned['node_group'][1] }}{% endif %}"
+)
 
 
 @dag(
@@ -67,6 +78,14 @@ from acme_airflow.params import manual_run_params
             description="The host of samples without a node label (a scrape taken at one host's exporter). "
             "Empty = the cluster's metrics.node.",
         ),
+        "node_groups": Param(
+            None,
+            type=["null", "integer"],
+            minimum=1,
+            title="Node groups",
+            description="Split each input's day into this many mapped tasks by node (1 = one task). "
+            "Empty = the cluster's metrics.node_groups.",
+        ),
     },
 )
 def ingest_metrics():
@@ -78,20 +97,28 @@ def ingest_metrics():
         from acme_airflow.params import plan_run_inputs
 
         params = get_current_context()["params"]
-        overrides = {name: params.get(name) for name in ("snapshot", "scrape_time", "node")}
+        overrides = {name: params.get(name) for name in ("snapshot", "scrape_time", "node", "node_groups")}
         return plan_run_inputs(partial(plan_metric_inputs, **overrides))
 
-    @task(outlets=[METRICS], map_index_template="{{ planned['cluster'] }}")
+    @task(map_index_template=NODE_GROUP_LABEL)
     def ingest(planned: dict) -> dict:
         from acme.metrics.ingest import ingest_planned_input
         from acme_airflow.tasks import lake_task
 
         with lake_task() as lake:
-            manifest = ingest_planned_input(lake, planned)
-        get_current_context()["outlet_events"][METRICS].extra = manifest
-        return manifest
+            return ingest_planned_input(lake, planned)
 
-    ingest.expand(planned=plan_inputs())
+    @task(outlets=[METRICS])
+    def merge_node_groups(manifests: list[dict]) -> list[dict]:
+        from acme.metrics.node_groups import merge_node_groups as merge
+        from acme_airflow.tasks import lake_task
+
+        with lake_task() as lake:
+            merged = merge(lake, list(manifests))
+        get_current_context()["outlet_events"][METRICS].extra = {"inputs": merged}
+        return merged
+
+    merge_node_groups(ingest.expand(planned=plan_inputs()))
 
 
 ingest_metrics()

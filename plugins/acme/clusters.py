@@ -34,13 +34,14 @@ class JobSource:
         return self.input.format(ds=day.isoformat(), cluster=cluster, include=settings.project().include_dir)
 
 
-METRIC_SETTINGS = ("format", "input", "step_s", "snapshot", "scrape_time", "node")
+METRIC_SETTINGS = ("format", "input", "step_s", "snapshot", "scrape_time", "node", "node_groups")
 
 
 @dataclass(frozen=True)
 class MetricSource:
     """A cluster's ``metrics`` settings; each has a flag of ``python -m acme ingest-metrics`` and a
-    manual-run Param of ``ingest_metrics`` (``scrape_time`` is ``--scrape-time``)."""
+    manual-run Param of ``ingest_metrics`` (``scrape_time`` is ``--scrape-time``), but ``node_groups``,
+    a Param only (it splits the DAG's work into tasks)."""
 
     format: str
     input: str  # Prometheus base URL, or a path/URL pattern with {ds}, {cluster}, {include}
@@ -48,6 +49,7 @@ class MetricSource:
     snapshot: bool = False  # one-off scrapes / instant queries: no daily coverage check
     scrape_time: str | None = None  # time of samples without a timestamp (RFC 3339 or epoch s), may use {ds}
     node: str | None = None  # host of samples without a node label (a scrape taken at one exporter)
+    node_groups: int = 1  # tasks a day is split into by node (acme.metrics.node_groups); 1 = one task
 
     def input_for(self, cluster: str, day: date) -> str:
         return self.input.format(ds=day.isoformat(), cluster=cluster, include=settings.project().include_dir)
@@ -141,7 +143,18 @@ def _metric_source(metrics: dict | None, where: str) -> MetricSource | None:
     node = metrics.get("node")
     if node is not None and (not isinstance(node, str) or not node.strip()):
         raise ConfigError(f"{where}: metrics.node must be a host name, got {node!r}")
-    return MetricSource(fmt, metrics["input"], step, snapshot, scrape_time, node)
+    return MetricSource(
+        fmt, metrics["input"], step, snapshot, scrape_time, node, _node_groups(metrics, where)
+    )
+
+
+def _node_groups(metrics: dict, where: str) -> int:
+    groups = metrics.get("node_groups", 1)
+    if isinstance(groups, bool) or not isinstance(groups, int) or groups < 1:
+        raise ConfigError(
+            f"{where}: metrics.node_groups must be a positive integer (1 = one task), got {groups!r}"
+        )
+    return groups
 
 
 def check_scrape_time(value: object, where: str) -> str:

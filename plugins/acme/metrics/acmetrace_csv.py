@@ -129,8 +129,13 @@ def parse_wide_csv(
     column_map: dict | None = None,
     scale: float = 1.0,
     day=None,
+    node_group: tuple[int, int] | None = None,
 ) -> WideParse:
-    """Parse one wide CSV of ``spec`` into samples sorted by (series, time); see the module doc."""
+    """Parse one wide CSV of ``spec`` into samples sorted by (series, time); see the module doc.
+
+    ``node_group`` ``(g, N)``: only the columns of that group's nodes are converted
+    (``acme.metrics.node_groups``); the file's own rejects (rows, times, unmappable columns) are
+    reported by group 0 only, so that the groups together quarantine each one once."""
     import numpy as np
 
     from acme.metrics.storage import Samples, series_frame
@@ -146,8 +151,20 @@ def parse_wide_csv(
         )
     value_names = [name for i, name in enumerate(header) if i != time_index]
     mapped, notes = map_columns(value_names, spec, column_map)
-    rejects: list[dict] = []
-    table, rows_in = _read_table(path, source_file, header, time_index, value_names, rejects)
+    if node_group is not None:
+        value_names, mapped = _columns_of_group(value_names, mapped, node_group)
+    rejects: list[dict] = []  # the file's (rows, times, columns)
+    cell_rejects: list[dict] = []  # the cells' (text in a number column), first
+    include = None if node_group is None else [header[time_index], *value_names]
+    table, rows_in = _read_table(
+        path,
+        source_file,
+        include or header,
+        header[time_index],
+        value_names,
+        (rejects, cell_rejects),
+        include,
+    )
     ts_sorted, order = _rows_in_time_order(table, header[time_index], source_file, day, rejects, notes)
     keyed = sorted(
         (key[0], key[1] if key[1] is not None else -1, i) for i, key in enumerate(mapped) if key is not None
@@ -158,6 +175,7 @@ def parse_wide_csv(
                             "reason": f"column {value_names[i]!r} cannot be mapped to a node/GPU (or repeats one)",
                             "record": value_names[i][:200]})  # fmt: skip
     matrix, present = _value_matrix(table, [value_names[i] for _, _, i in keyed], order)
+    rejects = cell_rejects + (rejects if node_group is None or node_group[0] == 0 else [])
     del table
     if scale != 1.0:
         matrix *= scale
@@ -180,12 +198,30 @@ def parse_wide_csv(
     return WideParse(samples, rejects_frame(rejects), rows_in, missing, notes)
 
 
-def _read_table(path: str, source_file: str, header, time_index: int, value_names, rejects: list[dict]):
-    """The CSV as an Arrow table (values float64, times text) and the rows read; short or long rows are
-    rejected with their line, and bad cells (text in a number column) through the slow path."""
+def _columns_of_group(names: list[str], mapped: list, group: tuple[int, int]) -> tuple[list[str], list]:
+    """The value columns of the group's nodes (and, for group 0, the unmappable ones, to reject them)."""
+    from acme.metrics.node_groups import node_group_of
+
+    index, count = group
+    kept = [
+        i
+        for i, key in enumerate(mapped)
+        if (key is None and index == 0) or (key is not None and node_group_of(key[0], count) == index)
+    ]
+    return [names[i] for i in kept], [mapped[i] for i in kept]
+
+
+def _read_table(
+    path: str, source_file: str, columns: list[str], time_name: str, value_names,
+    rejected: tuple[list[dict], list[dict]], include: list[str] | None = None,
+):  # fmt: skip
+    """The CSV's ``columns`` (the header, or a node group's: ``include``) as an Arrow table (values float64, times text) and the rows
+    read; short or long rows are rejected with their line, and bad cells (text in a number column)
+    through the slow path."""
     import pyarrow as pa
     import pyarrow.csv as pacsv
 
+    rejects, cell_rejects = rejected  # the rows' and the cells'
     bad_rows: list[tuple[int, str, str]] = []
 
     def on_invalid_row(row) -> str:
@@ -195,19 +231,22 @@ def _read_table(path: str, source_file: str, header, time_index: int, value_name
         return "skip"
 
     column_types = {name: pa.float64() for name in value_names}
-    column_types[header[time_index]] = pa.string()
+    column_types[time_name] = pa.string()
     try:
         table = pacsv.read_csv(
             path,
             read_options=pacsv.ReadOptions(block_size=8 << 20),
             parse_options=pacsv.ParseOptions(invalid_row_handler=on_invalid_row),
             convert_options=pacsv.ConvertOptions(
-                column_types=column_types, null_values=[""], strings_can_be_null=False
+                column_types=column_types,
+                null_values=[""],
+                strings_can_be_null=False,
+                include_columns=include or [],
             ),
         )
     except pa.ArrowInvalid as exc:
         bad_rows.clear()  # the slow path reads the file again and reports the short/long rows anew
-        table = _read_with_bad_cells(path, source_file, header, time_index, exc, rejects, on_invalid_row)
+        table = _read_with_bad_cells(path, source_file, columns, time_name, exc, cell_rejects, on_invalid_row)
     for number, reason, text in bad_rows:
         rejects.append(
             {"source_file": source_file, "source_line": number, "reason": reason, "record": text[:500]}
@@ -321,8 +360,9 @@ def _header(path: str, source_file: str) -> list[str]:
     return next(csv.reader([first]))
 
 
-def _read_with_bad_cells(path, source_file, header, time_index, error, rejects, on_invalid_row):
-    """Slow path when some cells are not numbers: read text, convert, reject the bad cells."""
+def _read_with_bad_cells(path, source_file, header, time_name, error, rejects, on_invalid_row):
+    """Slow path when some cells are not numbers: read text, convert, reject the bad cells (``header``:
+    the columns to read)."""
     import numpy as np
     import pandas as pd
     import pyarrow as pa
@@ -332,13 +372,16 @@ def _read_with_bad_cells(path, source_file, header, time_index, error, rejects, 
         path,
         parse_options=pacsv.ParseOptions(invalid_row_handler=on_invalid_row),
         convert_options=pacsv.ConvertOptions(
-            column_types={name: pa.string() for name in header}, null_values=[""], strings_can_be_null=True
+            column_types={name: pa.string() for name in header},
+            null_values=[""],
+            strings_can_be_null=True,
+            include_columns=list(header),
         ),
     )
     columns = {}
-    for i, name in enumerate(header):
+    for name in header:
         column = table.column(name)
-        if i == time_index:
+        if name == time_name:
             columns[name] = column
             continue
         text = pd.Series(column.to_numpy(zero_copy_only=False), dtype="object")

@@ -49,6 +49,7 @@ from typing import TYPE_CHECKING, Any
 from acme import lake_keys
 from acme.errors import ConfigError, InputError, InputNotFoundError
 from acme.metrics.formats import FORMAT_NAMES, check_cluster_source
+from acme.metrics.node_groups import check_node_groups, group_label
 from acme.metrics.validate import MetricsThresholdError
 
 if TYPE_CHECKING:
@@ -85,8 +86,10 @@ def ingest_metrics_file(
     scrape_time: str | None = None,
     node: str | None = None,
     metric: str | None = None,
+    node_group: tuple[int, int] | None = None,
 ) -> dict[str, Any]:
-    """Ingest one input (see the module doc); returns the run's summary."""
+    """Ingest one input (see the module doc); returns the run's summary. ``node_group`` ``(g, N)``
+    ingests only the nodes of group ``g`` of ``N`` (``acme.metrics.node_groups``)."""
     from acme.metrics.catalog import load_catalog
 
     if isinstance(day, str):
@@ -94,20 +97,27 @@ def ingest_metrics_file(
     catalog = catalog or load_catalog()
     scrape_ms = _checked_options(fmt, input, scrape_time, catalog, metric)
     key = input_key(fmt, input, day) if not snapshot else input_key(f"{fmt}-snapshot", input, day)
+    group_key = key if node_group is None else f"{key}.{group_label(node_group)}"
     summary: dict[str, Any] = {
         "input": input, "format": fmt, "cluster": cluster, "day": day.isoformat() if day else None,
         "mode": "snapshot" if snapshot else "daily", "samples": 0, "series": 0, "quarantined": 0,
         "metrics": [], "partitions": [], "bytes": 0, "notes": [], "skipped_metrics": {}, "time_sources": {},
     }  # fmt: skip
-    options = {"snapshot": snapshot, "scrape_ms": scrape_ms, "node": node, "metric": metric}
+    options = {
+        "snapshot": snapshot,
+        "scrape_ms": scrape_ms,
+        "node": node,
+        "metric": metric,
+        "node_group": node_group,
+    }
     reports: dict[str, Any] = {}
     failures: list[str] = []
     for spec_name, samples, rejects in _read_input(
         fmt, input, day, catalog, metrics, step_s, session, client_options, summary, options
     ):
         outcome = _ingest_metric(
-            lake, catalog, catalog[spec_name], cluster, key, input, samples, day, step_s, rejects,
-            (expected_series or {}).get(spec_name), max_quarantine_share, min_coverage, snapshot,
+            lake, catalog, catalog[spec_name], cluster, group_key, input, samples, day, step_s, rejects,
+            (expected_series or {}).get(spec_name), max_quarantine_share, min_coverage, snapshot, node_group,
         )  # fmt: skip
         reports[spec_name] = outcome["report"]
         summary["quarantined"] += outcome["quarantined"]
@@ -115,17 +125,21 @@ def ingest_metrics_file(
             failures.append(outcome["error"])
         else:
             _add_outcome(summary, spec_name, outcome, snapshot)
-    _write_orphan_rejects(lake, cluster, key, day, summary)
+    _write_orphan_rejects(lake, cluster, group_key, day, summary)
     summary["bytes_per_sample"] = (
         round(summary["bytes"] / summary["samples"], 3) if summary["samples"] else None
     )
     summary["validation"] = lake.write_json(
-        lake_keys.validation_metrics(cluster, day or _first_day(reports), f"{key}.json"),
+        lake_keys.validation_metrics(cluster, day or _first_day(reports), f"{group_key}.json"),
         {"input": input, "format": fmt, "cluster": cluster, "day": day, "metrics": reports,
          "notes": summary["notes"], "skipped_metrics": summary["skipped_metrics"], "mode": summary["mode"],
          "time_sources": summary["time_sources"]},
     )  # fmt: skip
-    _raise_unless_stored(summary, reports, failures, input, day, snapshot)
+    if node_group is None:
+        _raise_unless_stored(summary, reports, failures, input, day, snapshot)
+    elif failures:  # a group may hold no node of the input: the merge checks that some group stored samples
+        raise MetricsThresholdError("; ".join(failures))
+    summary["input_key"] = key
     return summary
 
 
@@ -226,6 +240,7 @@ def _ingest_metric(
     max_share,
     min_cov,
     snapshot=False,
+    node_group=None,
 ) -> dict[str, Any]:
     from acme import lake_keys
     from acme.metrics.storage import publish_snapshot, split_by_day
@@ -259,7 +274,7 @@ def _ingest_metric(
         if snapshot:
             result["partitions"].append(publish_snapshot(lake, spec, cluster, part_day, part, key, source))
         else:
-            result["partitions"].append(_publish(lake, spec, cluster, part_day, part, source))
+            result["partitions"].append(_publish(lake, spec, cluster, part_day, part, source, node_group))
     if snapshot:  # a re-run with another --scrape-time replaces the snapshot it dated elsewhere
         written = {lake_keys.metric_snapshot(spec.name, cluster, d, key) for d in by_day}
         for stale in lake.list(lake_keys.metric_snapshots(spec.name, cluster)):
@@ -284,16 +299,33 @@ def _snapshot_hint(samples, report) -> str:
     return ""
 
 
-def _publish(lake, spec, cluster, day, samples, source):
+def _publish(lake, spec, cluster, day, samples, source, node_group=None):
+    from acme.metrics.node_groups import publish_group_day
     from acme.metrics.storage import publish_day
 
+    if node_group is not None:
+        return publish_group_day(lake, spec, cluster, day, samples, source, node_group)
     return publish_day(lake, spec, cluster, day, samples, source)
 
 
 def _read_input(fmt, uri, day, catalog, metrics, step_s, session, client_options, summary, options):
-    """Yield (metric, samples, parse rejects) one metric at a time."""
+    """Yield (metric, samples, parse rejects) one metric at a time (of the node group's nodes only, when
+    one is given: the wide-CSV reader reads only their columns, the others are filtered here)."""
     fetch = {"step_s": step_s, "session": session, "client_options": client_options}
-    yield from _READERS[fmt](uri, day, catalog, metrics, summary, options=options, fetch=fetch)
+    readings = _READERS[fmt](uri, day, catalog, metrics, summary, options=options, fetch=fetch)
+    group = options["node_group"]
+    if group is None:
+        yield from readings
+        return
+    from acme.metrics.node_groups import select_node_group
+
+    for name, samples, rejects in readings:
+        if fmt != "acmetrace-csv":  # file-level rejects are quarantined once, by the first group
+            samples, rejects = select_node_group(samples, group), rejects if group[0] == 0 else None
+        if len(samples) or (rejects is not None and len(rejects)):
+            yield name, samples, rejects
+        else:
+            summary["notes"].append(f"{name}: no sample of node group {group[0]} of {group[1]}")
 
 
 def _read_server(uri, day, catalog, metrics, summary, *, options, fetch):
@@ -513,7 +545,7 @@ def _refuse_other_days(uri, day, arrays, summary, options) -> None:
     )
 
 
-def _read_wide_csv(uri, day, catalog, metrics, summary, **_unused):
+def _read_wide_csv(uri, day, catalog, metrics, summary, *, options, **_unused):
     from acme.metrics.acmetrace_csv import metric_of_file, parse_wide_csv
 
     path = Path(uri)
@@ -526,7 +558,7 @@ def _read_wide_csv(uri, day, catalog, metrics, summary, **_unused):
         spec = metric_of_file(file, catalog)
         if metrics and spec.name not in metrics:
             continue
-        parsed = parse_wide_csv(file, spec, source_file=str(file), day=day)
+        parsed = parse_wide_csv(file, spec, source_file=str(file), day=day, node_group=options["node_group"])
         summary["notes"].extend(parsed.notes)
         yield spec.name, parsed.samples, parsed.rejects
 
@@ -597,13 +629,17 @@ def _first_day(reports: dict[str, Any]) -> str | None:
 def ingest_planned_input(lake: Lake, planned: dict[str, Any]) -> dict[str, Any]:
     """Ingest one input of :func:`plan_metric_inputs`'s plan; returns the run's manifest (cluster, day,
     mode, samples, series, quarantined, metrics, partitions), what the DAG's Asset event carries."""
+    group = planned.get("node_group")
     summary = ingest_metrics_file(
         lake, planned["format"], planned["cluster"], planned["input"], planned["day"],
         step_s=planned["step_s"], snapshot=planned["snapshot"], scrape_time=planned["scrape_time"],
-        node=planned["node"],
+        node=planned["node"], node_group=None if group is None else (int(group[0]), int(group[1])),
     )  # fmt: skip
     keys = ("cluster", "day", "mode", "samples", "series", "quarantined", "metrics", "partitions")
-    return {key: summary[key] for key in keys}
+    manifest = {key: summary[key] for key in keys}
+    if group is not None:  # what the merge of the groups (acme.metrics.node_groups) needs
+        manifest |= {"node_group": list(group), "input_key": summary["input_key"], "bytes": summary["bytes"]}
+    return manifest
 
 
 def plan_metric_inputs(
@@ -616,8 +652,11 @@ def plan_metric_inputs(
     snapshot: bool | None = None,
     scrape_time: str | None = None,
     node: str | None = None,
+    node_groups: int | None = None,
 ) -> list[dict[str, Any]]:
-    """One dict per selected cluster: cluster, format, input, day, step_s, snapshot, scrape_time, node.
+    """One dict per selected cluster: cluster, format, input, day, step_s, snapshot, scrape_time, node
+    (and, with ``node_groups`` N > 1, the Param or else the cluster's ``metrics.node_groups``, N dicts
+    per cluster, each with its ``node_group`` ``[g, N]``: see ``acme.metrics.node_groups``).
 
     ``source`` other than ``configured`` reads ``input_uri`` in that format (a manual run over
     an exported file); clusters without a metrics source are skipped unless asked for by name.
@@ -645,7 +684,8 @@ def plan_metric_inputs(
         else:
             continue
         chosen_time = scrape_time if scrape_time is not None else settings.scrape_time
-        planned.append(
+        groups = check_node_groups(node_groups, "Param node_groups") if node_groups else settings.node_groups
+        planned += _per_node_group(
             {
                 "cluster": name,
                 "format": settings.format,
@@ -655,9 +695,17 @@ def plan_metric_inputs(
                 "snapshot": settings.snapshot if snapshot is None else bool(snapshot),
                 "scrape_time": None if chosen_time is None else chosen_time.format(ds=day.isoformat()),
                 "node": node if node is not None else settings.node,
-            }
+            },
+            groups,
         )
     return planned
+
+
+def _per_node_group(planned: dict[str, Any], groups: int) -> list[dict[str, Any]]:
+    """The planned input as one task, or as one task per node group (a snapshot is never split)."""
+    if groups == 1 or planned["snapshot"]:
+        return [planned]
+    return [{**planned, "node_group": [index, groups]} for index in range(groups)]
 
 
 # The reader of each format of ``acme.metrics.formats`` (a test keeps the two tables the same).

@@ -498,10 +498,15 @@ def histogram_table(hist: Histogram) -> pa.Table:
 
 
 def read_samples(lake: Lake, metric: str, cluster: str, day: date) -> Samples:
+    """A metric-day's samples: ``samples.parquet``, or the files of its node groups
+    (``acme.metrics.node_groups``) together."""
     key = lake_keys.metric_samples(metric, cluster, day)
-    if not lake.exists(key):
+    if lake.exists(key):
+        return samples_from_table(metric, lake.read_parquet(key))
+    keys = [k for k in lake.list(lake_keys.metric_partition(metric, cluster, day)) if k.endswith(".parquet")]
+    if not keys:
         return empty_samples(metric)
-    return samples_from_table(metric, lake.read_parquet(key))
+    return canonicalize(concat_samples([samples_from_table(metric, lake.read_parquet(k)) for k in keys]))
 
 
 def publish_day(
@@ -518,8 +523,8 @@ def publish_day(
     with lake.lock(f"metrics-{spec.name}-{cluster}-{day.isoformat()}"):
         key = lake_keys.metric_samples(spec.name, cluster, day)
         covers_day = bool(len(samples)) and _covers_day(samples, start)
-        if not covers_day and lake.exists(key):
-            existing = samples_from_table(spec.name, lake.read_parquet(key))
+        if not covers_day:
+            existing = read_samples(lake, spec.name, cluster, day)
             if len(samples):
                 lo, hi = int(samples.ts_ms.min()), int(samples.ts_ms.max())
                 keep = (existing.ts_ms < lo) | (existing.ts_ms > hi)
@@ -531,6 +536,9 @@ def publish_day(
             samples_table(samples, spec), spec, {"acme.cluster": cluster, "acme.source": source}
         )
         url = lake.write_bytes(key, data)
+        for other in lake.list(lake_keys.metric_partition(spec.name, cluster, day)):
+            if other != key and other.endswith(".parquet"):  # the files of a run split by node group
+                lake.remove(other)
         lake.write_parquet(lake_keys.metric_rollup(spec.name, cluster, day), rollup_5m(samples, day))
         lake.write_parquet(
             lake_keys.metric_histogram(spec.name, cluster, day),

@@ -3,7 +3,8 @@
 ``summarize_metrics(lake)`` is the telemetry part of ``python -m acme lake-summary``. It reads only
 Parquet footers (row counts), never the samples, so it stays quick on a lake of many months:
 
-- ``metrics/metric=<m>/cluster=<c>/date=<d>/samples.parquet``: daily ingests (``mode: daily``);
+- ``metrics/metric=<m>/cluster=<c>/date=<d>/samples.parquet``: daily ingests (``mode: daily``; a day
+  split by node group has one ``samples.group-<g>-of-<N>.parquet`` per group instead);
 - ``metrics_snapshots/metric=<m>/cluster=<c>/date=<d>/<input>.parquet``: one-off scrapes and instant
   queries stored with ``--snapshot`` (``mode: snapshot``, one file per input);
 - ``quarantine/metrics/cluster=<c>/date=<d>/<input>-<metric>.parquet``: samples that failed validation
@@ -37,7 +38,7 @@ def summarize_metrics(lake: Lake) -> dict[str, Any]:
     quarantine = [_entry(lake, key, "quarantine") for key in _parquet_keys(lake, QUARANTINE_AREA)]
     return {
         "metric_samples": sum(e["rows"] for e in daily),
-        "metric_partitions": len(daily),
+        "metric_partitions": len({(e["metric"], e["cluster"], e["date"]) for e in daily}),
         "metric_days": sorted({(e["cluster"], e["date"]) for e in daily}),
         "snapshot_samples": sum(e["rows"] for e in snapshots),
         "snapshot_files": len(snapshots),
