@@ -95,8 +95,9 @@ def duckdb_run(trace: Path) -> dict:
     }
 
 
-def run_rounds(traces: dict[str, Path], rounds: int, trees: dict[str, Path]) -> list[dict]:
-    """Each round runs every size: DuckDB, then the CLI of each tree (the same load for all)."""
+def run_rounds(traces: dict[str, Path], rounds: int, trees: dict[str, Path], after_round) -> list[dict]:
+    """Each round runs every size: DuckDB, then the CLI of each tree (the same load for all);
+    ``after_round(rounds so far)`` after each (the report is written as the rounds come in)."""
     done = []
     for number in range(rounds):
         row: dict = {"load_avg": os.getloadavg()}
@@ -104,16 +105,18 @@ def run_rounds(traces: dict[str, Path], rounds: int, trees: dict[str, Path]) -> 
             row[f"duckdb_{size}"] = duckdb_run(trace)
             for name, plugins in trees.items():
                 row[f"cli_{name}_{size}"] = cli_run(trace, plugins)
+        row["load_avg_after"] = os.getloadavg()
         done.append(row)
-        print(
-            f"round {number + 1}: "
-            + ", ".join(f"{k} {v['wall_s']:.2f} s" for k, v in row.items() if k != "load_avg")
+        walls = ", ".join(
+            f"{k} {v['wall_s']:.2f} s" for k, v in row.items() if k.startswith(("duckdb", "cli"))
         )
+        print(f"round {number + 1} (load {row['load_avg'][0]:.1f}): {walls}", flush=True)
+        after_round(done)
     return done
 
 
 def medians(rounds: list[dict]) -> dict[str, dict[str, float]]:
-    keys = [key for key in rounds[0] if key != "load_avg"]
+    keys = [key for key in rounds[0] if key.startswith(("duckdb", "cli"))]
     return {
         key: {
             stat: statistics.median(r[key][stat] for r in rounds)
@@ -169,27 +172,31 @@ def main() -> None:
     traces = {"small": synthesized_trace(args.small, seed=7), "large": synthesized_trace(args.large, seed=8)}
     trees = {"new": ROOT / "plugins", **({"old": args.plugins.resolve()} if args.plugins else {})}
     load_before = os.getloadavg()
-    rounds = run_rounds(traces, args.rounds, trees)
-    rows = {size: rounds[0][f"cli_new_{size}"]["rows_in"] for size in traces}
-    summary = summarize(rounds, rows, trees)
-    report = {
-        "machine": {
-            "cpus": os.cpu_count(),
-            "python": sys.version.split()[0],
-            "load_avg": load_before,
-            "load_avg_after": os.getloadavg(),
-        },  # fmt: skip
-        "traces": {
-            size: {"path": str(p.relative_to(ROOT)), "bytes": p.stat().st_size, "rows": rows[size]}
-            for size, p in traces.items()
-        },  # fmt: skip
-        "trees": {name: str(path) for name, path in trees.items()},
-        "rounds": rounds,
-        **summary,
-        "goals": {"marginal_wall_over_duckdb": 2.5, "whole_1m_wall_over_duckdb": 4.0},
-    }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(report, indent=2) + "\n")
+
+    def write(rounds: list[dict]) -> dict:
+        rows = {size: rounds[0][f"cli_new_{size}"]["rows_in"] for size in traces}
+        report = {
+            "machine": {
+                "cpus": os.cpu_count(),
+                "python": sys.version.split()[0],
+                "load_avg": load_before,
+                "load_avg_after": os.getloadavg(),
+            },
+            "traces": {
+                size: {"path": str(p.relative_to(ROOT)), "bytes": p.stat().st_size, "rows": rows[size]}
+                for size, p in traces.items()
+            },
+            "trees": {name: str(path) for name, path in trees.items()},
+            "rounds": rounds,
+            **summarize(rounds, rows, trees),
+            "goals": {"marginal_wall_over_duckdb": 2.5, "whole_1m_wall_over_duckdb": 4.0},
+        }
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(report, indent=2) + "\n")
+        return report
+
+    report = write(run_rounds(traces, args.rounds, trees, write))
+    rows, summary = {size: t["rows"] for size, t in report["traces"].items()}, report
     print(f"rows: {rows}")
     for engine, cost in summary["costs"].items():
         print(f"{engine}: fixed {cost['fixed_wall_s']:.2f} s wall / {cost['fixed_cpu_s']:.2f} s CPU; marginal "

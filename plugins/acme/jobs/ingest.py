@@ -442,24 +442,49 @@ def partition_bytes(table: pa.Table) -> bytes:
 
 
 def prepare_partitions(
-    table: pa.Table, day: date | None, keep_going: Callable[[], bool]
+    table: pa.Table,
+    day: date | None,
+    keep_going: Callable[[], bool],
+    second_hand_after: Callable[[], Any] | None = None,
 ) -> dict[str, tuple[int, bytes]]:
-    """Encode the day partitions of the parsed rows ahead of validation, one day after another while
-    ``keep_going()``: ``{day: (rows, Parquet bytes)}``, as :func:`publish_jobs` would write them
-    into an empty partition. A day that loses rows in validation is encoded again from its
-    accepted rows; nothing is prepared for a table whose schema or time keys validation refuses."""
+    """Encode the day partitions of the parsed rows ahead of validation, while ``keep_going()``:
+    ``{day: (rows, Parquet bytes)}``, as :func:`publish_jobs` would write them into an empty
+    partition. With ``second_hand_after``, a second thread joins in once that call returns (the
+    validation's end: the core it used is free). A day that loses rows in validation is encoded
+    again from its accepted rows; nothing is prepared for a table whose schema or time keys
+    validation refuses."""
+    import threading
+
     from acme.jobs.schema import job_schema_drift, with_current_columns
 
     table = with_current_columns(table)
     if table.num_rows == 0 or job_schema_drift(table.schema) or _time_key(table, day).null_count:
         return {}
     table, days, bounds = _day_slices(table, day)
+    work, taking = iter(bounds), threading.Lock()
     prepared: dict[str, tuple[int, bytes]] = {}
-    for start, stop in bounds:
-        if not keep_going():
-            break
-        rows = merge_job_tables(None, canonical_job_table(table.slice(start, stop - start)))
-        prepared[str(days[start])] = (stop - start, partition_bytes(rows))
+
+    def encode_days() -> None:
+        while keep_going():
+            with taking:
+                bound = next(work, None)
+            if bound is None:
+                return
+            start, stop = bound
+            rows = merge_job_tables(None, canonical_job_table(table.slice(start, stop - start)))
+            prepared[str(days[start])] = (stop - start, partition_bytes(rows))
+
+    def second_hand() -> None:
+        if second_hand_after is not None:
+            second_hand_after()
+        encode_days()
+
+    helper = threading.Thread(target=second_hand, name="encode-partitions") if second_hand_after else None
+    if helper is not None:
+        helper.start()
+    encode_days()
+    if helper is not None:
+        helper.join()
     return prepared
 
 
@@ -562,26 +587,35 @@ def validate_while_preparing(
 ) -> dict[str, Any]:
     """:func:`validate_and_publish` with the validation on a thread (after ``after()``: the import
     of great-expectations) while this one encodes the partitions of the parsed rows
-    (:func:`prepare_partitions`) until the validation is done (``prepare_all``: every day).
+    (:func:`prepare_partitions`, two threads once the validation is done; stopped if it fails;
+    ``prepare_all``: every day on this thread, whatever the validation does).
 
     Validation is mostly Python, encoding mostly Arrow, which releases the GIL: on two cores they
     overlap. The outcome decides as in :func:`validate_and_publish`; nothing is written before it.
     """
     from concurrent.futures import ThreadPoolExecutor
 
-    from acme.jobs.validate import validate_job_table
-
-    def validate() -> TableOutcome:
-        if after is not None:
-            after()
-        return validate_job_table(table, layout=parsed.layout, source_file=job_input.uri, day=job_input.day)
-
     with ThreadPoolExecutor(1, thread_name_prefix="validate-jobs") as pool:
-        validating = pool.submit(validate)
-        prepared = prepare_partitions(table, job_input.day, lambda: prepare_all or not validating.done())
+        validating = pool.submit(_validate_after, after, table, parsed.layout, job_input)
+        prepared = prepare_partitions(
+            table,
+            job_input.day,
+            lambda: prepare_all or not (validating.done() and validating.exception() is not None),
+            second_hand_after=None if prepare_all else validating.exception,
+        )
         outcome = validating.result()
     del table
     return record_and_publish(lake, job_input, parsed, outcome, max_quarantine_share, on_nothing, prepared)
+
+
+def _validate_after(
+    after: Callable[[], None] | None, table: pa.Table, layout: str, job_input: JobInput
+) -> TableOutcome:
+    from acme.jobs.validate import validate_job_table
+
+    if after is not None:
+        after()
+    return validate_job_table(table, layout=layout, source_file=job_input.uri, day=job_input.day)
 
 
 def refuse_empty_input(job_input: JobInput, rows_in: int, skipped: dict[str, int], other_days: int) -> None:
