@@ -320,13 +320,27 @@ def validate_and_publish(
     _release_freed_memory()  # the parse's temporaries are gone: validation starts from a smaller heap
     outcome = validate_job_table(table, layout=parsed.layout, source_file=job_input.uri, day=job_input.day)
     del table
+    return record_and_publish(lake, job_input, parsed, outcome, max_quarantine_share, on_nothing)
+
+
+def record_and_publish(
+    lake: Lake,
+    job_input: JobInput,
+    parsed: Parsed,
+    outcome: TableOutcome,
+    max_quarantine_share: float | None = None,
+    on_nothing: Callable[[], None] | None = None,
+    prepared: dict[str, tuple[int, bytes]] | None = None,
+) -> dict[str, Any]:
+    """The second half of :func:`validate_and_publish`: quarantine, report and partitions of a
+    validation's outcome (``prepared``: partitions encoded ahead, see :func:`prepare_partitions`)."""
     quarantined, quarantine_url = record_input_outcome(
         lake, job_input, parsed.rejects, outcome, parsed.first_day, parsed.rows_checked, max_quarantine_share
     )
     if on_nothing is not None and outcome.accepted.num_rows == 0 and quarantined.empty:
         on_nothing()
     _release_freed_memory()  # validation's frames are gone: publishing starts from a smaller heap
-    partitions = publish_jobs(lake, job_input, outcome.accepted, outcome.report)
+    partitions = publish_jobs(lake, job_input, outcome.accepted, outcome.report, prepared)
     return {
         "rows_in": parsed.rows_in,
         "rows": outcome.accepted.num_rows,
@@ -346,42 +360,132 @@ def _release_freed_memory() -> None:
     pa.default_memory_pool().release_unused()
 
 
-def publish_jobs(lake: Lake, job_input: JobInput, accepted: Any, report: dict[str, Any]) -> list[str]:
+def publish_jobs(
+    lake: Lake,
+    job_input: JobInput,
+    accepted: Any,
+    report: dict[str, Any],
+    prepared: dict[str, tuple[int, bytes]] | None = None,
+) -> list[str]:
     """Merge accepted jobs (an Arrow table, or a canonical frame) into their time-key-day
     partitions; returns the partition URLs.
 
     Each day is a zero-copy slice of the table, reordered by day first only when the input
     is not in submit order. Days are written one after another: writing two at a time on threads
     added about 25 MB to the peak memory of a million-job command line (a heap per thread).
+
+    ``prepared`` (:func:`prepare_partitions`): a day's partition already encoded from the parsed
+    rows, written as it is when the partition does not exist yet and the day kept all its rows.
     """
-    import numpy as np
     import pyarrow as pa
-    import pyarrow.compute as pc
 
     table = accepted if isinstance(accepted, pa.Table) else _jobs_table(accepted)
     if table.num_rows == 0:
         return []
-    days = pc.cast(_time_key(table, job_input.day), "date32").to_numpy()
-    if (days[1:] < days[:-1]).any():  # traces are usually in submit order: then no reordering at all
-        order = np.argsort(days, kind="stable")
-        table, days = table.take(order), days[order]
-    starts = _run_starts(days)
-    bounds = list(zip(starts, [*starts[1:], len(days)], strict=True))
+    table, days, bounds = _day_slices(table, job_input.day)
+    ready = prepared or {}
 
     def publish_day(bound: tuple[int, int]) -> str:
         start, stop = bound
         day_text = str(days[start])
-        rows = canonical_job_table(table.slice(start, stop - start))
         with lake.lock(f"jobs-{job_input.cluster}-{day_text}"):
             key = lake_keys.jobs_partition(job_input.cluster, day_text)
             existing = lake.read_parquet(key) if lake.exists(key) else None
-            merged = merge_job_tables(existing, rows)
-            url = lake.write_parquet(key, merged)
+            encoded = ready.get(day_text) if existing is None else None
+            if encoded is not None and encoded[0] == stop - start:
+                # the day's accepted rows are a subsequence of its parsed rows: as many means the same
+                url, partition_rows = lake.write_bytes(key, encoded[1]), stop - start
+            else:
+                merged = merge_job_tables(existing, canonical_job_table(table.slice(start, stop - start)))
+                url, partition_rows = lake.write_bytes(key, partition_bytes(merged)), merged.num_rows
             record = lake_keys.jobs_validation_record(job_input.cluster, day_text)
-            _record_validation(lake, record, job_input, report, rows.num_rows, merged.num_rows)
+            _record_validation(lake, record, job_input, report, stop - start, partition_rows)
         return url
 
     return [publish_day(bound) for bound in bounds]
+
+
+def _day_slices(table: pa.Table, day: date | None) -> tuple[pa.Table, Any, list[tuple[int, int]]]:
+    """The table in time-key-day order (itself when it already is: traces usually are in submit
+    order), each row's day, and the (start, stop) rows of each day."""
+    import numpy as np
+    import pyarrow.compute as pc
+
+    days = pc.cast(_time_key(table, day), "date32").to_numpy(zero_copy_only=False)
+    if (days[1:] < days[:-1]).any():
+        order = np.argsort(days, kind="stable")
+        table, days = table.take(order), days[order]
+    starts = _run_starts(days)
+    return table, days, list(zip(starts, [*starts[1:], len(days)], strict=True))
+
+
+# Columns with few distinct values, dictionary-encoded in the partitions' Parquet; the others
+# (ids, times, durations, line numbers) are nearly unique per row and stored plain: trying a
+# dictionary on them costs a hash per value for nothing.
+_DICTIONARY_COLUMNS = [
+    "cluster", "job_name", "user", "job_type", "state", "state_group", "node_list", "source",
+    "source_file", "gpu_num", "gpu_share", "cpu_num", "node_num", "exit_code",
+]  # fmt: skip
+
+
+def partition_bytes(table: pa.Table) -> bytes:
+    """A job partition as Parquet (zstd, with statistics)."""
+    import io
+
+    import pyarrow.parquet as pq
+
+    buffer = io.BytesIO()
+    pq.write_table(
+        table, buffer, compression="zstd", write_statistics=True, use_dictionary=_DICTIONARY_COLUMNS
+    )
+    return buffer.getvalue()
+
+
+def prepare_partitions(
+    table: pa.Table,
+    day: date | None,
+    keep_going: Callable[[], bool],
+    second_hand_after: Callable[[], Any] | None = None,
+) -> dict[str, tuple[int, bytes]]:
+    """Encode the day partitions of the parsed rows ahead of validation, while ``keep_going()``:
+    ``{day: (rows, Parquet bytes)}``, as :func:`publish_jobs` would write them into an empty
+    partition. With ``second_hand_after``, a second thread joins in once that call returns (the
+    validation's end: the core it used is free). A day that loses rows in validation is encoded
+    again from its accepted rows; nothing is prepared for a table whose schema or time keys
+    validation refuses."""
+    import threading
+
+    from acme.jobs.schema import job_schema_drift, with_current_columns
+
+    table = with_current_columns(table)
+    if table.num_rows == 0 or job_schema_drift(table.schema) or _time_key(table, day).null_count:
+        return {}
+    table, days, bounds = _day_slices(table, day)
+    work, taking = iter(bounds), threading.Lock()
+    prepared: dict[str, tuple[int, bytes]] = {}
+
+    def encode_days() -> None:
+        while keep_going():
+            with taking:
+                bound = next(work, None)
+            if bound is None:
+                return
+            start, stop = bound
+            rows = merge_job_tables(None, canonical_job_table(table.slice(start, stop - start)))
+            prepared[str(days[start])] = (stop - start, partition_bytes(rows))
+
+    def second_hand() -> None:
+        if second_hand_after is not None:
+            second_hand_after()
+        encode_days()
+
+    helper = threading.Thread(target=second_hand, name="encode-partitions") if second_hand_after else None
+    if helper is not None:
+        helper.start()
+    encode_days()
+    if helper is not None:
+        helper.join()
+    return prepared
 
 
 def _run_starts(values) -> list[int]:
@@ -460,14 +564,58 @@ def ingest_job_file(
     pa.set_memory_pool(pa.system_memory_pool())
     preloading = preload_in_background()
     parsed = parse_to_table(job_input, local_path)
-    preloading.join()
     table, parsed.table = parsed.table, None
     assert table is not None
 
     def refuse() -> None:
         refuse_empty_input(job_input, parsed.rows_in, parsed.skipped, parsed.skipped_other_days)
 
-    return validate_and_publish(lake, job_input, table, parsed, max_quarantine_share, on_nothing=refuse)
+    return validate_while_preparing(
+        lake, job_input, table, parsed, max_quarantine_share, on_nothing=refuse, after=preloading.join
+    )
+
+
+def validate_while_preparing(
+    lake: Lake,
+    job_input: JobInput,
+    table: pa.Table,
+    parsed: Parsed,
+    max_quarantine_share: float | None = None,
+    on_nothing: Callable[[], None] | None = None,
+    after: Callable[[], None] | None = None,
+    prepare_all: bool = False,
+) -> dict[str, Any]:
+    """:func:`validate_and_publish` with the validation on a thread (after ``after()``: the import
+    of great-expectations) while this one encodes the partitions of the parsed rows
+    (:func:`prepare_partitions`, two threads once the validation is done; stopped if it fails;
+    ``prepare_all``: every day on this thread, whatever the validation does).
+
+    Validation is mostly Python, encoding mostly Arrow, which releases the GIL: on two cores they
+    overlap. The outcome decides as in :func:`validate_and_publish`; nothing is written before it.
+    """
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(1, thread_name_prefix="validate-jobs") as pool:
+        validating = pool.submit(_validate_after, after, table, parsed.layout, job_input)
+        prepared = prepare_partitions(
+            table,
+            job_input.day,
+            lambda: prepare_all or not (validating.done() and validating.exception() is not None),
+            second_hand_after=None if prepare_all else validating.exception,
+        )
+        outcome = validating.result()
+    del table
+    return record_and_publish(lake, job_input, parsed, outcome, max_quarantine_share, on_nothing, prepared)
+
+
+def _validate_after(
+    after: Callable[[], None] | None, table: pa.Table, layout: str, job_input: JobInput
+) -> TableOutcome:
+    from acme.jobs.validate import validate_job_table
+
+    if after is not None:
+        after()
+    return validate_job_table(table, layout=layout, source_file=job_input.uri, day=job_input.day)
 
 
 def refuse_empty_input(job_input: JobInput, rows_in: int, skipped: dict[str, int], other_days: int) -> None:

@@ -1,0 +1,128 @@
+"""The command line's pipelined ingest (validation on a thread while partitions are encoded ahead)
+writes exactly what the sequential path writes: the same partitions, quarantine rows with their
+reasons, validation reports and counts, on real AcmeTrace rows spread over several days with
+defects on some of them, into an empty lake and over partitions that already exist."""
+
+from __future__ import annotations
+
+from datetime import date, timedelta
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from acme.jobs.ingest import (
+    JobInput,
+    ingest_job_file,
+    parse_to_table,
+    prepare_partitions,
+    validate_and_publish,
+    validate_while_preparing,
+)
+from acme.lake import Lake
+
+DAYS = 6
+
+
+@pytest.fixture
+def seren_days(shared_reference, tmp_path) -> Path:
+    """The real Seren sample rows repeated on six consecutive days (new job ids), with a defect on
+    the rows of days 2 and 4: an unknown state, a duplicated job id, a start before the submit."""
+    header, *rows = (
+        (shared_reference / "acmetrace" / "samples" / "trace_seren_sample.csv").read_text().splitlines()
+    )
+    lines = [header]
+    for offset in range(DAYS):
+        for number, row in enumerate(rows):
+            day = (date(2023, 3, 1) + timedelta(days=offset)).isoformat()
+            fields = row.replace("2023-03-01", day).split(",")
+            fields[0] = f"{fields[0]}{offset}"
+            if offset == 2 and number == 1:
+                fields[6] = "EXPLODED"
+            if offset == 4 and number == 3:
+                fields[0] = f"{rows[0].split(',')[0]}{offset}"  # the day's first job id again
+            if offset == 4 and number == 4:
+                fields[8] = fields[7].replace("00:52:01", "00:51:00")  # started before submitted
+            lines.append(",".join(fields))
+    path = tmp_path / "seren_days.csv"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def lake_contents(root: Path) -> dict[str, object]:
+    """Every object of the lake but the locks: Parquet as rows, JSON as text with the root taken out."""
+    contents: dict[str, object] = {}
+    for path in sorted(p for p in root.rglob("*") if p.is_file() and "_locks" not in p.parts):
+        key = str(path.relative_to(root))
+        if path.suffix == ".parquet":
+            contents[key] = pq.read_table(path).to_pylist()
+        else:
+            contents[key] = path.read_text().replace(str(root), "LAKE")
+    return contents
+
+
+MAX_SHARE = 0.5  # four defective rows of thirty
+
+
+def ingest_sequentially(lake: Lake, job_input: JobInput, path: Path, max_share: float) -> dict:
+    parsed = parse_to_table(job_input, path)
+    table, parsed.table = parsed.table, None
+    return validate_and_publish(lake, job_input, table, parsed, max_share)
+
+
+def ingest_pipelined(lake: Lake, job_input: JobInput, path: Path, max_share: float) -> dict:
+    parsed = parse_to_table(job_input, path)
+    table, parsed.table = parsed.table, None
+    return validate_while_preparing(lake, job_input, table, parsed, max_share, prepare_all=True)
+
+
+def test_every_day_is_encoded_ahead_and_only_the_days_that_lost_rows_are_encoded_again(
+    tmp_path, seren_days, monkeypatch
+):
+    import acme.jobs.ingest as ingest
+
+    parsed = parse_to_table(JobInput("seren", "acmetrace", str(seren_days)), seren_days)
+    assert prepare_partitions(parsed.table, None, lambda: False) == {}
+    prepared = prepare_partitions(parsed.table, None, lambda: True)
+    assert len(prepared) == DAYS and all(rows == 5 for rows, _ in prepared.values())
+    encoded = []
+    monkeypatch.setattr(
+        ingest, "partition_bytes", lambda table, real=ingest.partition_bytes: encoded.append(1) or real(table)
+    )
+    summary = ingest_pipelined(
+        Lake(str(tmp_path / "lake")), JobInput("seren", "acmetrace", str(seren_days)), seren_days, MAX_SHARE
+    )
+    assert summary["quarantined"] == 4
+    assert len(encoded) == DAYS + 2  # every day ahead, then the two days with quarantined rows again
+
+
+@pytest.mark.parametrize(
+    "ingest", [ingest_pipelined, ingest_job_file], ids=["every-day-ahead", "command-line"]
+)
+def test_pipelined_ingest_writes_what_the_sequential_path_writes(tmp_path, seren_days, ingest):
+    job_input = JobInput("seren", "acmetrace", str(seren_days))
+    results = {}
+    for name, run in (("sequential", ingest_sequentially), ("pipelined", ingest)):
+        root = tmp_path / name
+        first = run(Lake(str(root)), job_input, seren_days, MAX_SHARE)
+        again = run(
+            Lake(str(root)), job_input, seren_days, MAX_SHARE
+        )  # over existing partitions: the merge path
+        results[name] = (first, again, lake_contents(root))
+    (seq_first, seq_again, seq_lake), (new_first, new_again, new_lake) = (
+        results["sequential"],
+        results["pipelined"],
+    )
+    assert seq_first["rows"] == DAYS * 5 - 4 and seq_first["quarantined"] == 4
+    for sequential, pipelined in ((seq_first, new_first), (seq_again, new_again)):
+        same = {key: value for key, value in pipelined.items() if key not in ("partitions", "quarantine")}
+        assert same == {key: sequential[key] for key in same}
+        assert len(pipelined["partitions"]) == len(sequential["partitions"]) == DAYS
+    assert new_lake == seq_lake
+    (quarantine,) = [rows for key, rows in new_lake.items() if key.startswith("quarantine/")]
+    assert sorted(row["reason"] for row in quarantine) == [
+        "job_id appears more than once",
+        "job_id appears more than once",
+        "start_time before submit_time; negative queue_s; source duration differs from end − start",
+        "unknown state",
+    ]
