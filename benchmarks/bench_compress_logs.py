@@ -198,6 +198,7 @@ def _compressor_at(revision: str):
     (folder / "compress_before.py").write_text(source, encoding="utf-8")
     spec = importlib.util.spec_from_file_location("compress_before", folder / "compress_before.py")
     module = importlib.util.module_from_spec(spec)
+    sys.modules["compress_before"] = module  # dataclasses look their module up there
     spec.loader.exec_module(module)
     return module
 
@@ -244,7 +245,9 @@ def bench_real_logs(total_lines: int, runs: int, before: str | None) -> dict:
     """The real corpus logs once and cycled to ``total_lines``, this compressor beside ``before``'s."""
     from acme.diagnosis import compress
 
-    versions = {"after": compress} if before is None else {"before": _compressor_at(before), "after": compress}
+    versions = (
+        {"after": compress} if before is None else {"before": _compressor_at(before), "after": compress}
+    )
     once = real_corpus_lines()
     cycled = (once * (total_lines // len(once) + 1))[:total_lines]
     result: dict = {"before": before, "load_average_at_start": os.getloadavg()}
@@ -262,11 +265,16 @@ def main() -> None:
     parser.add_argument("--lines", type=int, default=1_000_000)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--real-lines", type=int, default=400_000)
-    parser.add_argument("--before", help="a git revision whose compressor runs beside this one on the real logs")
+    parser.add_argument(
+        "--before", help="a git revision whose compressor runs beside this one on the real logs"
+    )
     parser.add_argument("--real-only", action="store_true", help="only the real-log comparison (section 5)")
     args = parser.parse_args()
     if args.real_only:
-        real = {"measured_at": datetime.now(UTC).isoformat(timespec="seconds"), "python": platform.python_version()}
+        real = {
+            "measured_at": datetime.now(UTC).isoformat(timespec="seconds"),
+            "python": platform.python_version(),
+        }
         real.update(bench_real_logs(args.real_lines, args.runs, args.before))
         REAL_RESULTS.parent.mkdir(parents=True, exist_ok=True)
         REAL_RESULTS.write_text(json.dumps(real, indent=2) + "\n")

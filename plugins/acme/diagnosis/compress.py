@@ -18,6 +18,11 @@ which is slow on progress-heavy logs, to the small remainder.
 Interleaved multi-rank output (``[rank3]:``, ``3: ``, ``[default0]:``, Ray worker and host prefixes) is
 normalised before deduplication, so an error printed by every rank is kept once, at its first line number,
 with a count and the ranks seen. All dedup state is bounded (LRU), so memory does not grow with the log.
+
+Logs repeat their lines (every rank prints the same ones, a job prints the same messages every epoch), so what
+a line's text alone decides -- its prefix-stripped form, whether it is an error or a traceback start, its dedup
+key, the filter rule that matches it, its mask -- is worked out once per distinct text and remembered (a bounded
+memory, emptied when full); only what depends on the log so far is decided for every line.
 """
 
 from __future__ import annotations
@@ -484,7 +489,7 @@ class LogCompressor:
         max_ranks_listed: int = 16,
         max_line_chars: int = 2_000,
         drain_sim_th: float = 0.4,
-        max_verdict_chars: int = 8_000_000,
+        max_verdict_chars: int = 16_000_000,
     ):
         from drain3.drain import Drain
 
