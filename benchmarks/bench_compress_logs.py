@@ -9,18 +9,26 @@
    spliced into a synthetic log: drop ratio and diagnosis.
 4. **BGL** (loghub, 2,000 lines): every alert line (Label != '-', read here only as the oracle) kept,
    drop ratio.
+5. **Real logs** (issue 27): the 68 real job logs of tests/fixtures/diagnosis/corpus/ (logs/ and baselines/,
+   93,437 lines) concatenated in name order, once and cycled to ``--real-lines`` (default 400,000), compressed
+   from a file; with ``--before REF`` the compressor of git revision REF runs on the same files, alternated
+   with this one in the same process (CPU seconds, median of ``--runs``), and their outputs are compared.
 
-Results go to benchmarks/results/compress_logs.json.
-Usage: python benchmarks/bench_compress_logs.py [--lines 1000000] [--runs 3]
+Results go to benchmarks/results/compress_logs.json (``--real-only``: results/compress_real_logs.json).
+Usage: python benchmarks/bench_compress_logs.py [--lines 1000000] [--runs 3] [--before main] [--real-only]
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
+import gzip
+import importlib.util
 import json
+import os
 import platform
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -32,6 +40,8 @@ sys.path.insert(0, str(ROOT / "plugins"))
 RESULTS = ROOT / "benchmarks" / "results" / "compress_logs.json"
 BGL = ROOT.parent / "shared" / "reference" / "loghub_2k" / "BGL"
 LABELLED = ROOT / "tests" / "fixtures" / "diagnosis" / "labelled_errors.yaml"
+CORPUS = ROOT / "tests" / "fixtures" / "diagnosis" / "corpus"
+REAL_RESULTS = ROOT / "benchmarks" / "results" / "compress_real_logs.json"
 
 
 def _all_errors_kept(compressed, wanted: list[str]) -> tuple[bool, int]:
@@ -165,11 +175,111 @@ def bench_bgl() -> dict | None:
     }
 
 
+def real_corpus_lines() -> list[str]:
+    """The lines of the corpus's real job logs (failed runs and good baselines), in file-name order."""
+    lines: list[str] = []
+    for folder in ("logs", "baselines"):
+        for path in sorted((CORPUS / folder).iterdir()):
+            data = gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()
+            lines.extend(data.decode("utf-8", errors="replace").split("\n"))
+    return lines
+
+
+def _compressor_at(revision: str):
+    """The compress module of git ``revision``, loaded beside the working tree's (it imports only acme)."""
+    source = subprocess.run(
+        ["git", "show", f"{revision}:plugins/acme/diagnosis/compress.py"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    folder = Path(tempfile.mkdtemp(prefix="compress-before-"))
+    (folder / "compress_before.py").write_text(source, encoding="utf-8")
+    spec = importlib.util.spec_from_file_location("compress_before", folder / "compress_before.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["compress_before"] = module  # dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+def _timed(module, path: Path, rules) -> tuple[float, float, dict]:
+    started_cpu, started_wall = time.process_time(), time.perf_counter()
+    compressed = module.compress_log(path, rules)
+    cpu, wall = time.process_time() - started_cpu, time.perf_counter() - started_wall
+    output = compressed.to_dict()
+    output["stats"].pop("seconds")
+    return cpu, wall, output
+
+
+def _bench_real_file(path: Path, lines_in: int, versions: dict, runs: int) -> dict:
+    from acme.diagnosis.compress import load_filter_rules
+
+    rules = load_filter_rules()
+    cpu: dict[str, list[float]] = {name: [] for name in versions}
+    wall: dict[str, list[float]] = {name: [] for name in versions}
+    outputs: dict[str, dict] = {}
+    for _ in range(runs):
+        for name, module in versions.items():  # alternated, so both see the same load
+            seconds, elapsed, outputs[name] = _timed(module, path, rules)
+            cpu[name].append(seconds)
+            wall[name].append(elapsed)
+    row: dict = {"lines_in": lines_in}
+    for name in versions:
+        median = statistics.median(cpu[name])
+        row[name] = {
+            "cpu_seconds_median": round(median, 3),
+            "cpu_seconds_runs": [round(t, 3) for t in cpu[name]],
+            "wall_seconds_runs": [round(t, 3) for t in wall[name]],
+            "lines_per_cpu_second": round(lines_in / median),
+            "lines_out": outputs[name]["stats"]["lines_out"],
+            "kept_errors": outputs[name]["stats"]["kept_errors"],
+        }
+    if "before" in versions:
+        row["speedup"] = round(row["before"]["cpu_seconds_median"] / row["after"]["cpu_seconds_median"], 2)
+        row["identical_output"] = outputs["before"] == outputs["after"]
+    return row
+
+
+def bench_real_logs(total_lines: int, runs: int, before: str | None) -> dict:
+    """The real corpus logs once and cycled to ``total_lines``, this compressor beside ``before``'s."""
+    from acme.diagnosis import compress
+
+    versions = (
+        {"after": compress} if before is None else {"before": _compressor_at(before), "after": compress}
+    )
+    once = real_corpus_lines()
+    cycled = (once * (total_lines // len(once) + 1))[:total_lines]
+    result: dict = {"before": before, "load_average_at_start": os.getloadavg()}
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, lines in (("corpus_once", once), ("corpus_cycled", cycled)):
+            path = Path(tmp) / f"{name}.log"
+            path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+            result[name] = _bench_real_file(path, len(lines), versions, runs)
+    result["load_average_at_end"] = os.getloadavg()
+    return result
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--lines", type=int, default=1_000_000)
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--real-lines", type=int, default=400_000)
+    parser.add_argument(
+        "--before", help="a git revision whose compressor runs beside this one on the real logs"
+    )
+    parser.add_argument("--real-only", action="store_true", help="only the real-log comparison (section 5)")
     args = parser.parse_args()
+    if args.real_only:
+        real = {
+            "measured_at": datetime.now(UTC).isoformat(timespec="seconds"),
+            "python": platform.python_version(),
+        }
+        real.update(bench_real_logs(args.real_lines, args.runs, args.before))
+        REAL_RESULTS.parent.mkdir(parents=True, exist_ok=True)
+        REAL_RESULTS.write_text(json.dumps(real, indent=2) + "\n")
+        print(json.dumps(real, indent=2))
+        return
     import drain3
 
     results = {
@@ -180,6 +290,7 @@ def main() -> None:
         "failures": bench_failures(),
         "real_excerpt": bench_real_excerpt(),
         "bgl": bench_bgl(),
+        "real_logs": bench_real_logs(args.real_lines, args.runs, args.before),
     }
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps(results, indent=2) + "\n")

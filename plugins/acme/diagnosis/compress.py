@@ -18,6 +18,11 @@ which is slow on progress-heavy logs, to the small remainder.
 Interleaved multi-rank output (``[rank3]:``, ``3: ``, ``[default0]:``, Ray worker and host prefixes) is
 normalised before deduplication, so an error printed by every rank is kept once, at its first line number,
 with a count and the ranks seen. All dedup state is bounded (LRU), so memory does not grow with the log.
+
+Logs repeat their lines (every rank prints the same ones, a job prints the same messages every epoch), so what
+a line's text alone decides -- its prefix-stripped form, whether it is an error or a traceback start, its dedup
+key, the filter rule that matches it, its mask -- is worked out once per distinct text and remembered (a bounded
+memory, emptied when full); only what depends on the log so far is decided for every line.
 """
 
 from __future__ import annotations
@@ -62,9 +67,11 @@ _TS_PREFIX_RE = re.compile(
 )
 _RANK_IN_TEXT_RE = re.compile(r"\[(?:PG \S+ )?Rank (\d+)\]|\bTP(\d+)\]|local_rank: (\d+)")
 
-# Masks used for dedup keys and before template mining.
+# Masks used for dedup keys and before template mining. The lookahead names every character a mask can start
+# with, so the scan skips the other positions without trying the five alternatives there (half the time).
 _MASK_RE = re.compile(
-    r"""(?P<ts>\d{4}-\d{2}-\d{2}[ T-]\d{2}[:.]\d{2}[:.]\d{2}(?:[.,]\d+)?)
+    r"""(?=[-+0-9a-f/])
+        (?P<ts>\d{4}-\d{2}-\d{2}[ T-]\d{2}[:.]\d{2}[:.]\d{2}(?:[.,]\d+)?)
       | (?P<ip>\b\d{1,3}(?:\.\d{1,3}){3}(?::\d+|<\d+>)?\b)
       | (?P<hex>\b0x[0-9a-fA-F]+\b|\b[0-9a-f]{12,}\b)
       | (?P<path>(?:/[\w.@+-]+){2,}/?)
@@ -373,13 +380,16 @@ def strip_prefix(text: str) -> tuple[str, str | None]:
     return text, rank
 
 
+_MASK_PLACEHOLDERS = {name: f"<{name.upper()}>" for name in _MASK_RE.groupindex}
+
+
+def _mask_placeholder(match: re.Match[str]) -> str:
+    return _MASK_PLACEHOLDERS[match.lastgroup or ""]
+
+
 def mask(text: str) -> str:
     """Replace timestamps, IPs, hex, paths and numbers by placeholders (dedup keys, template mining)."""
-
-    def _sub(match: re.Match[str]) -> str:
-        return "<" + (match.lastgroup or "x").upper() + ">"
-
-    return _MASK_RE.sub(_sub, text)
+    return _MASK_RE.sub(_mask_placeholder, text)
 
 
 # Cheap substring gates: the regexes above are only run on lines containing one of these (lower-cased),
@@ -397,13 +407,32 @@ _ERROR_TRIGGERS = (
 )  # fmt: skip
 
 
+def _literal_trie_pattern(words: Iterable[str]) -> str:
+    """A regex matching wherever one of ``words`` occurs, their common prefixes shared (``err(?:or|no)``):
+    the regex engine then tries one branch per first character instead of one per word."""
+    trie: dict[str, Any] = {}
+    for word in words:
+        node = trie
+        for char in word:
+            node = node.setdefault(char, {})
+        node[""] = {}  # a word ends here
+
+    def branch(node: dict[str, Any]) -> str:
+        if "" in node:
+            return ""  # a shorter word is already a match: whatever follows it need not be tried
+        alternatives = [re.escape(char) + branch(child) for char, child in sorted(node.items())]
+        return alternatives[0] if len(alternatives) == 1 else "(?:" + "|".join(alternatives) + ")"
+
+    return branch(trie)
+
+
+# All of them in one search of the lower-cased line (~4x faster than one alternative per trigger).
+_ERROR_TRIGGER_RE = re.compile(_literal_trie_pattern(_ERROR_TRIGGERS))
+
+
 def is_error_line(text: str) -> bool:
     """Whether a (prefix-stripped) line reports an error, by severity words and error signatures."""
-    low = text.lower()
-    for trigger in _ERROR_TRIGGERS:
-        if trigger in low:
-            break
-    else:
+    if _ERROR_TRIGGER_RE.search(text.lower()) is None:
         head = text.lstrip()[:5]
         if "[E" not in text and not (head[:1] == "E" and head[1:].isdigit()):
             return False
@@ -413,11 +442,40 @@ def is_error_line(text: str) -> bool:
     return bool(weak) and not _BENIGN_LEVEL_RE.search(text)
 
 
+_BLANK = "blank"
+_ROUTINE = "routine"
+_UNKNOWN_ORDER = -2
+_ANY_ORDER = -1
+
+
+@dataclass(slots=True)
+class _Verdict:
+    """What a line's prefix-stripped text alone says of it: computed once per distinct text, since logs repeat
+    their lines (every rank prints the same ones). What depends on the log so far (tracebacks, dedup counts,
+    keep_first, the order of the filter rules) is decided per line, outside it."""
+
+    kind: str  # KIND_TRACEBACK (a traceback starts), KIND_ERROR, _BLANK or _ROUTINE
+    key: str = ""  # error and traceback lines: the dedup key
+    nonfinite: bool = False  # error lines: it reports a NaN/Inf loss or gradient norm
+    rule: FilterRule | None = None  # routine lines: the first filter rule that matches it, in the order ...
+    rule_order: int = _UNKNOWN_ORDER  # ... of this version (_ANY_ORDER: no rule matches it)
+    masked: str | None = None  # routine lines: the masked text, once needed
+
+
+def _classify(bare: str) -> _Verdict:
+    if _TB_START_RE.search(bare):
+        return _Verdict(KIND_TRACEBACK, error_key(bare))
+    if is_error_line(bare):
+        nonfinite = ("oss" in bare or "norm" in bare) and _NONFINITE_LOSS_RE.search(bare) is not None
+        return _Verdict(KIND_ERROR, error_key(bare), nonfinite)
+    return _Verdict(_ROUTINE if bare.strip() else _BLANK)
+
+
 class LogCompressor:
     """Streaming compressor. Feed lines with :meth:`feed`, then call :meth:`result`.
 
-    Memory is bounded by ``max_keys`` (dedup LRU), ``max_kept`` (kept lines), ``max_templates`` and the
-    ``context`` ring buffer, never by the length of the log.
+    Memory is bounded by ``max_keys`` (dedup LRU and the per-text verdicts), ``max_kept`` (kept lines),
+    ``max_templates`` and the ``context`` ring buffer, never by the length of the log.
     """
 
     def __init__(
@@ -431,6 +489,7 @@ class LogCompressor:
         max_ranks_listed: int = 16,
         max_line_chars: int = 2_000,
         drain_sim_th: float = 0.4,
+        max_verdict_chars: int = 16_000_000,
     ):
         from drain3.drain import Drain
 
@@ -444,6 +503,7 @@ class LogCompressor:
         # usually dropped by the first rule tried, which is much faster than one combined alternation.
         self._order: list[FilterRule] = list(self.rules)
         self._hits: dict[str, int] = {r.id: 0 for r in self.rules}
+        self._order_version = 0  # counts the changes of _order
         self._drain = Drain(sim_th=drain_sim_th, max_clusters=max_templates, extra_delimiters=("=", ",", "|"))
         self._kept: list[KeptLine] = []
         self._kept_by_key: _LRU = _LRU(max_keys)  # (kind, key) -> KeptLine
@@ -452,6 +512,13 @@ class LogCompressor:
         self._keep_first_seen: _LRU = _LRU(max_keys)
         self._recent: deque[tuple[int, str, bool]] = deque(maxlen=max(context, 1))
         self._tb_state: _LRU = _LRU(4_096)  # rank -> "tb" | "cont:<n>"
+        # Lines seen (up to max_line_chars) with their prefix-stripped text and rank, and verdicts by stripped
+        # text, all forgotten when their texts hold more than max_verdict_chars characters: both depend on
+        # their text only, so forgetting one costs time, never a different result.
+        self._stripped: dict[str, tuple[str, str | None]] = {}
+        self._verdicts: dict[str, _Verdict] = {}
+        self._verdict_chars = 0
+        self.max_verdict_chars = max_verdict_chars
         self.lines_in = 0
         self.kept_errors = 0
         self.dropped_by_rule: dict[str, int] = {r.id: 0 for r in self.rules}
@@ -516,14 +583,20 @@ class LogCompressor:
             self._templates[cluster_id] = entry
         entry["count"] += 1
 
-    def _match_rule(self, bare: str) -> FilterRule | None:
-        for rule in self._order:
-            if rule.pattern.search(bare):
-                self._hits[rule.id] += 1
-                if self.lines_in % 4096 == 0:
-                    self._order.sort(key=lambda r: -self._hits[r.id])
-                return rule
-        return None
+    def _match_rule(self, bare: str, verdict: _Verdict) -> FilterRule | None:
+        """The first rule, in the current order, that matches the line (the verdict remembers it)."""
+        if verdict.rule_order != self._order_version and verdict.rule_order != _ANY_ORDER:
+            verdict.rule = next((rule for rule in self._order if rule.pattern.search(bare)), None)
+            verdict.rule_order = self._order_version if verdict.rule is not None else _ANY_ORDER
+        rule = verdict.rule
+        if rule is not None:
+            self._hits[rule.id] += 1
+            if self.lines_in % 4096 == 0:
+                order = sorted(self._order, key=lambda r: -self._hits[r.id])
+                if order != self._order:
+                    self._order = order
+                    self._order_version += 1
+        return rule
 
     # -- main loop --------------------------------------------------------------------------------------
     def feed(self, number: int, original: str) -> None:
@@ -552,32 +625,55 @@ class LogCompressor:
         lead = segments[first - 1] if first > 0 and len(segments[first - 1]) <= 500 else ""
         self._feed_segment(number, errors, shown=f"{lead}\r{errors}" if lead else errors)
 
+    def _remembered(self, text: str) -> bool:
+        """Whether a new line or stripped text may be remembered (the memory is emptied when full)."""
+        if len(text) > self.max_line_chars:
+            return False
+        if self._verdict_chars > self.max_verdict_chars:
+            self._stripped.clear()
+            self._verdicts.clear()
+            self._verdict_chars = 0
+        self._verdict_chars += len(text)
+        return True
+
+    def _new_stripped(self, original: str) -> tuple[str, str | None]:
+        stripped = strip_prefix(original)
+        if self._remembered(original):
+            self._stripped[original] = stripped
+        return stripped
+
+    def _new_verdict(self, bare: str) -> _Verdict:
+        verdict = _classify(bare)
+        if self._remembered(bare):
+            self._verdicts[bare] = verdict
+        return verdict
+
     def _feed_segment(self, number: int, original: str, shown: str | None = None) -> None:
         """Classify and keep one line (``shown`` is the text kept when it differs from ``original``)."""
         text = original if shown is None else shown
-        bare, rank = strip_prefix(original)
-        if self._in_traceback(number, original, text, bare, rank):
+        bare, rank = self._stripped.get(original) or self._new_stripped(original)
+        if self._tb_state and self._in_traceback(number, original, text, bare, rank):
             return
-        stream = rank or ""
-        if _TB_START_RE.search(bare):
-            self._tb_state.put(stream, "tb")
-            self._keep_error(number, text, error_key(bare), KIND_TRACEBACK, rank)
+        verdict = self._verdicts.get(bare) or self._new_verdict(bare)
+        kind = verdict.kind
+        if kind == KIND_TRACEBACK:
+            self._tb_state.put(rank or "", "tb")
+            self._keep_error(number, text, verdict.key, KIND_TRACEBACK, rank)
             self._recent.append((number, original, True))
             return
-        if is_error_line(bare):
-            if "oss" in bare or "norm" in bare:
-                self._nonfinite_pending = self._nonfinite_pending or bool(_NONFINITE_LOSS_RE.search(bare))
-            self._keep_error(number, text, error_key(bare), KIND_ERROR, rank)
+        if kind == KIND_ERROR:
+            self._nonfinite_pending = self._nonfinite_pending or verdict.nonfinite
+            self._keep_error(number, text, verdict.key, KIND_ERROR, rank)
             self._recent.append((number, original, True))
             return
         self._recent.append((number, original, False))
-        if not bare.strip():
+        if kind == _BLANK:
             self.blank_lines += 1
             return
         if self._nonfinite_pending and "oss" in bare and _FINITE_LOSS_RE.search(bare):
             self.last_finite_loss_line = number
             self._nonfinite_pending = False
-        self._feed_routine(number, original, bare)
+        self._feed_routine(number, original, bare, verdict)
 
     def _in_traceback(self, number: int, original: str, text: str, bare: str, rank: str | None) -> bool:
         """Keep a line that continues its rank's open traceback or multi-line exception message; whether it did
@@ -609,16 +705,18 @@ class LogCompressor:
         self._tb_state.pop(stream, None)
         return False
 
-    def _feed_routine(self, number: int, original: str, bare: str) -> None:
+    def _feed_routine(self, number: int, original: str, bare: str, verdict: _Verdict) -> None:
         """A routine line: dropped by a filter rule (beyond its ``keep_first``), else folded into a template."""
-        rule = self._match_rule(bare)
-        if rule is None:
-            self._template(number, original, mask(bare))
-            return
-        if rule.keep_first is None:
+        rule = self._match_rule(bare, verdict)
+        if rule is not None and rule.keep_first is None:
             self.dropped_by_rule[rule.id] += 1
             return
-        masked = mask(bare)
+        masked = verdict.masked
+        if masked is None:
+            masked = verdict.masked = mask(bare)
+        if rule is None:
+            self._template(number, original, masked)
+            return
         seen = self._keep_first_seen.touch(masked, 0)
         if seen >= rule.keep_first:
             self.dropped_by_rule[rule.id] += 1
