@@ -52,6 +52,9 @@ def characterize(lake: Lake, cluster: str, period: Period, definition: str = "ru
     from acme.report.ettr import attach_ettr
 
     attach_ettr(report, lake)  # section 10: ETTR of pretraining campaigns (issue 19)
+    from acme.report.lemon_section import attach_lemon_nodes
+
+    attach_lemon_nodes(report, lake)  # section 11: lemon nodes (issue 25)
     return report
 
 

@@ -34,6 +34,7 @@ SECTIONS = {
     8: "Final states and failures",
     9: "Trends across nights",
     10: "Effective training time of pretraining campaigns (ETTR)",  # acme.report.ettr (issue 19)
+    11: "Lemon nodes: repeat offenders",  # acme.report.lemon_section (issue 25)
 }
 
 
