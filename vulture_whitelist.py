@@ -81,6 +81,7 @@ jobs_from_arrow  # tests and benchmarks: a partition read back as the canonical 
 # evaluation
 
 # recovery
+failure_counts  # tests and benchmarks: the lemon score's plain baseline (recovery/lemon.py)
 
 # detection
 

@@ -28,7 +28,7 @@ of a ranking that are in it. Rankings compared side by side on the same fleets:
 - ``oracle``: the true next-week fault rates (the ceiling: faults are random even for a lemon).
 
 Results go to benchmarks/results/lemon_nodes.json.
-Usage: python benchmarks/bench_lemon_nodes.py [--seeds 10] [--nodes 588] [--weeks 8]
+Usage: python benchmarks/bench_lemon_nodes.py [--seeds 20] [--nodes 588] [--weeks 8] [--lemon-rate 1.0] [--through-lake]
 """
 
 from __future__ import annotations
@@ -42,12 +42,18 @@ import sys
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "plugins"))
+if TYPE_CHECKING:
+    from acme.lake import Lake
+
 RESULTS = ROOT / "benchmarks" / "results" / "lemon_nodes.json"
 KS = (5, 10, 20)
 START = datetime(2026, 1, 5, tzinfo=UTC)
+CLUSTER = "fleet"
+SACCT_HEADER = "JobID|JobName|User|Partition|State|Submit|Start|End|Elapsed|NNodes|NCPUS|NodeList|AllocTRES|ReqTRES|ExitCode"
 JOB_NODES = (1, 1, 1, 1, 2, 2, 4, 8, 16, 32, 64)
 P_DIAGNOSED, P_NODE_FAIL, P_LOCALIZED, P_XID = 0.85, 0.3, 0.5, 0.5
 SPURIOUS_XID_PER_NODE_WEEK = 0.005
@@ -75,7 +81,7 @@ def node_rates(
     return rates, kinds
 
 
-def job_failure(rng, nodes: int, at: datetime, culprit: int | None) -> list:
+def job_failure(rng, nodes: int, at: datetime, culprit: int | None, jobs: list) -> list:
     """The events of one failed job (module docstring), on ``culprit``'s job or a random one."""
     from acme.recovery.lemon import FailureEvent
 
@@ -94,9 +100,14 @@ def job_failure(rng, nodes: int, at: datetime, culprit: int | None) -> list:
     if not sources:
         return []
     blamed = [(culprit, 1.0)] if localized else [(n, 1.0 / size) for n in members]
-    events = [FailureEvent(f"n{n:03d}", at, tuple(sources), share, gpu_hours * share) for n, share in blamed]
+    job_id = str(len(jobs) + 1)
+    events = [
+        FailureEvent(f"n{n:03d}", at, tuple(sources), share, gpu_hours * share, job_id) for n, share in blamed
+    ]
     if culprit is not None and rng.random() < P_XID:
         events.append(FailureEvent(f"n{culprit:03d}", at, ("telemetry",)))
+    jobs.append({"job_id": job_id, "members": members, "at": at, "gpu_hours": gpu_hours, "sources": sources,
+                 "culprit": culprit})  # fmt: skip
     return events
 
 
@@ -108,24 +119,25 @@ def fleet(seed: int, nodes: int, weeks: int, base: float, lemon: float, noise: f
 
     rng = np.random.default_rng(seed)
     rates, kinds = node_rates(rng, nodes, weeks, base, lemon)
-    events = []
+    events: list = []
+    jobs: list = []
     for week in range(weeks):
         week_start = START + timedelta(weeks=week)
         for node in range(nodes):
             for _ in range(rng.poisson(rates[node][week])):
                 events += job_failure(
-                    rng, nodes, week_start + timedelta(seconds=float(rng.uniform(0, 604_800))), node
+                    rng, nodes, week_start + timedelta(seconds=float(rng.uniform(0, 604_800))), node, jobs
                 )
             if rng.random() < SPURIOUS_XID_PER_NODE_WEEK:
                 at = week_start + timedelta(seconds=float(rng.uniform(0, 604_800)))
                 events.append(FailureEvent(f"n{node:03d}", at, ("telemetry",)))
         for _ in range(rng.poisson(noise)):
             events += job_failure(
-                rng, nodes, week_start + timedelta(seconds=float(rng.uniform(0, 604_800))), None
+                rng, nodes, week_start + timedelta(seconds=float(rng.uniform(0, 604_800))), None, jobs
             )
     target = {f"n{n:03d}" for n in range(nodes) if rng.poisson(rates[n][weeks]) > 0}
     truth_rates = {f"n{n:03d}": rates[n][weeks] for n in range(nodes)}
-    return {"events": events, "target": target, "rates": truth_rates, "kinds": kinds,
+    return {"events": events, "jobs": jobs, "target": target, "rates": truth_rates, "kinds": kinds,
             "until": START + timedelta(weeks=weeks)}  # fmt: skip
 
 
@@ -144,6 +156,102 @@ def rankings(world: dict, half_life_days: float) -> dict[str, list[str]]:
     }
     found["oracle"] = sorted(world["rates"], key=lambda n: (-world["rates"][n], n))
     return found
+
+
+def write_lake(world: dict, folder: Path) -> Lake:
+    """The fleet's history through the pipeline's own writers: the jobs ingest (a sacct export), diagnosis
+    records, recovery action logs (a ``decide`` step per localized job) and the metrics publisher (Xid 79 for
+    ten minutes per telemetry event, one series per node)."""
+    from acme.diagnosis.records import DiagnosisRecord, write_records
+    from acme.jobs.ingest import JobInput, ingest_job_file
+    from acme.lake import Lake
+    from acme.recovery.actions import ActionLog
+
+    lake = Lake(str(folder / "lake"))
+    lines, records = [SACCT_HEADER], []
+    for job in world["jobs"]:
+        size, hours = len(job["members"]), job["gpu_hours"] / (8 * len(job["members"]))
+        start = (job["at"] - timedelta(hours=hours)).replace(microsecond=0)
+        end = job["at"].replace(microsecond=0)
+        elapsed = int((end - start).total_seconds())
+        state = "NODE_FAIL" if "node_fail" in job["sources"] else "FAILED"
+        tres = f"billing=8,cpu={64 * size},gres/gpu={8 * size},mem=1T,node={size}"
+        nodes = ",".join(f"n{n:03d}" for n in job["members"])
+        lines.append(
+            f"{job['job_id']}|train|u{int(job['job_id']) % 40}|gpu|{state}|{start:%Y-%m-%dT%H:%M:%S}|"
+            f"{start:%Y-%m-%dT%H:%M:%S}|{end:%Y-%m-%dT%H:%M:%S}|{elapsed // 3600:02d}:{elapsed // 60 % 60:02d}:"
+            f"{elapsed % 60:02d}|{size}|{64 * size}|{nodes}|{tres}|{tres}|1:0"
+        )
+        if "diagnosis" in job["sources"]:
+            records.append(DiagnosisRecord(CLUSTER, job["job_id"], start.date(), "ECCError", "Infrastructure",
+                                           "infrastructure", 0.9, "rule"))  # fmt: skip
+        if "localization" in job["sources"]:
+            ActionLog(lake, CLUSTER, job["job_id"], "r1").append(
+                {"step": "decide", "status": "done", "dry_run": False, "started_at": end.isoformat(),
+                 "ended_at": end.isoformat(), "result": {"faulty": [f"n{job['culprit']:03d}"]}}
+            )  # fmt: skip
+    (folder / "sacct.txt").write_text("\n".join(lines) + "\n")
+    ingest_job_file(lake, JobInput(CLUSTER, "sacct", str(folder / "sacct.txt")), folder / "sacct.txt")
+    write_records(lake, records)
+    write_xids(lake, [e for e in world["events"] if e.is_telemetry])
+    return lake
+
+
+def write_xids(lake: Lake, events: list) -> None:
+    import numpy as np
+
+    from acme.metrics.catalog import load_catalog
+    from acme.metrics.storage import Samples, day_start_ms, publish_day, series_frame
+
+    spec = load_catalog()["xid_errors"]
+    by_day: dict = {}
+    for event in events:
+        by_day.setdefault(event.at.date(), []).append(event)
+    for day, todays in sorted(by_day.items()):
+        nodes = sorted({e.node for e in todays})
+        values = np.zeros((len(nodes), 1440))
+        for event in todays:
+            minute = int(
+                (event.at - datetime.combine(day, datetime.min.time(), tzinfo=UTC)).total_seconds() // 60
+            )
+            values[nodes.index(event.node), minute : minute + 10] = 79
+        series = series_frame([(node, 0, f"GPU-{node}", "NVIDIA A100") for node in nodes])
+        ts = day_start_ms(day) + np.arange(1440, dtype=np.int64) * 60_000
+        samples = Samples("xid_errors", series, np.repeat(np.arange(len(nodes), dtype=np.int32), 1440),
+                          np.tile(ts, len(nodes)), values.reshape(-1))  # fmt: skip
+        publish_day(lake, spec, CLUSTER, day, samples)
+
+
+def through_lake(world: dict, half_life_days: float) -> dict:
+    """Write one fleet to a lake, read its events back with ``acme.recovery.lemon_evidence`` and rank them:
+    the same ranking as the events built in memory, and how long writing and reading took."""
+    import tempfile
+
+    from acme.recovery.lemon import ScoreWeights, rank_nodes
+    from acme.recovery.lemon_evidence import collect_events
+    from acme.settings import LemonSettings
+
+    with tempfile.TemporaryDirectory() as folder:
+        started = time.perf_counter()
+        lake = write_lake(world, Path(folder))
+        written = time.perf_counter() - started
+        settings = LemonSettings(half_life_days=half_life_days)
+        started = time.perf_counter()
+        evidence = collect_events(lake, CLUSTER, world["until"], settings)
+        read = time.perf_counter() - started
+    from_lake = rank_nodes(evidence.events, world["until"], ScoreWeights.from_settings(settings))
+    in_memory = rank_nodes(world["events"], world["until"], ScoreWeights.from_settings(settings))
+    top = 20
+    return {
+        "jobs_written": len(world["jobs"]),
+        "events_in_memory": len(world["events"]),
+        "events_from_lake": len(evidence.events),
+        "read": evidence.read,
+        "same_top_20": [s.node for s in from_lake[:top]] == [s.node for s in in_memory[:top]],
+        "top_20_overlap": len({s.node for s in from_lake[:top]} & {s.node for s in in_memory[:top]}),
+        "write_seconds": round(written, 1),
+        "collect_events_seconds": round(read, 2),
+    }
 
 
 def precision_at(ranking: list[str], target: set[str], k: int) -> float:
@@ -189,12 +297,18 @@ def run(args: argparse.Namespace) -> dict:
         "target_nodes_per_week_median": statistics.median(s["target_nodes"] for s in sizes),
         "ranking_seconds_median": round(statistics.median(timings), 4),
         "precision": table,
+        "through_lake_seed_0": through_lake(
+            fleet(0, args.nodes, args.weeks, args.base_rate, args.lemon_rate, args.noise_failures),
+            args.half_life_days,
+        )
+        if args.through_lake
+        else None,
     }
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seeds", type=int, default=10)
+    parser.add_argument("--seeds", type=int, default=20)
     parser.add_argument("--nodes", type=int, default=588)
     parser.add_argument("--weeks", type=int, default=8)
     parser.add_argument(
@@ -205,6 +319,9 @@ def main() -> None:
         "--noise-failures", type=float, default=20, help="infrastructure failures per week no node caused"
     )
     parser.add_argument("--half-life-days", type=float, default=14)
+    parser.add_argument(
+        "--through-lake", action="store_true", help="also write seed 0's fleet to a lake and read it back"
+    )
     args = parser.parse_args()
     result = run(args)
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
