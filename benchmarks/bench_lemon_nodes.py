@@ -330,6 +330,8 @@ def main() -> None:
     for method, by_k in result["precision"].items():
         cells = "".join(f"{v['mean']:>10.3f} ({v['min']:.2f}-{v['max']:.2f})" for v in by_k.values())
         print(f"{method:<20}{cells}")
+    if result["through_lake_seed_0"]:
+        print(f"through the lake (seed 0): {result['through_lake_seed_0']}")
     print(
         f"load {result['machine']['load_1_5_15']}; ranking {result['ranking_seconds_median']} s per ranking"
     )
