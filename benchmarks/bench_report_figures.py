@@ -48,21 +48,22 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3)
     args = parser.parse_args()
-    from acme.report import figures
+    from acme.report import figures, sections, style
     from acme.report.characterize import characterize
     from acme.report.periods import parse_period
 
-    now = (figures.FIGURE_WIDTH_IN, figures.DPI)
+    now = (figures.FIGURE_WIDTH_IN, style.DPI)
     with tempfile.TemporaryDirectory() as folder:
         report = characterize(build_lake(Path(folder)), "seren", parse_period("2023-07"))
     results = {}
     for label, (width, dpi) in SIZES.items():
-        figures.FIGURE_WIDTH_IN, figures.DPI = width or now[0], dpi or now[1]
-        figures.render_figures(report)  # warm: fonts and caches
+        figures.FIGURE_WIDTH_IN = style.FIGURE_WIDTH_IN = width or now[0]
+        style.DPI = dpi or now[1]
+        sections.render_figures(report)  # warm: fonts and caches
         cpu, wall = [], []
         for _ in range(args.runs):
             started_cpu, started = time.process_time(), time.perf_counter()
-            pngs = figures.render_figures(report)
+            pngs = sections.render_figures(report)
             cpu.append(time.process_time() - started_cpu)
             wall.append(time.perf_counter() - started)
         results[label] = {

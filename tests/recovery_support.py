@@ -1,7 +1,8 @@
 """Test helpers of the checkpoint recovery: code that only tests used, moved out of ``acme.recovery`` (issue 18).
 
 ``recover`` (every step of a recovery in one process, worlds one after another: the DAG runs the steps
-as tasks instead, from ``recover``), ``torchrun_command`` (how a test starts one node of a check world
+as tasks instead, from ``recover``), ``manual_request`` and ``simulated_jobs_file`` (a request on the
+simulated backend's jobs, as the unit tests build them), ``torchrun_command`` (how a test starts one node of a check world
 with torchrun: the backends launch the check with ``srun`` or a pod, from ``allgather_check``) and
 ``write_metrics`` (a training run's metrics file with a loss spike, from ``synth_checkpoints``).
 """
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +31,29 @@ from acme.recovery.recover import (
     restart_after_approval,
 )
 from acme.settings import RecoverySettings
+
+STARTED = datetime(2026, 11, 29, 14, 0, tzinfo=UTC)
+
+
+def simulated_jobs_file(folder: Path, jobs: dict[str, dict[str, list[str]]], cluster: str = "seren") -> Path:
+    """The simulated backend's jobs file: job id -> ``{"nodes": [...], "faulty": [...]}``."""
+    path = folder / "jobs.yaml"
+    path.write_text(json.dumps({"clusters": {cluster: jobs}}))  # JSON is YAML
+    return path
+
+
+def manual_request(
+    checkpoints: Path, job: str, nodes: Sequence[str] | None, recovery_id: str = "r1", **params: Any
+) -> RecoveryRequest:
+    """A recovery of ``job`` on seren started by hand (run ``manual__1``) from the checkpoints in ``checkpoints``."""
+    values = {
+        "cluster": "seren",
+        "job_id": job,
+        "nodes": nodes,  # as given: the tests of bad input pass None or a string
+        "checkpoint_uri": str(checkpoints),
+        **params,
+    }
+    return RecoveryRequest.from_params(values, recovery_id, "manual__1", STARTED)
 
 
 def recover(

@@ -404,9 +404,49 @@ def agents() -> AgentsSettings:
 # Evaluation: checkpoints → trials → scores (section of the evaluation area)
 # --------------------------------------------------------------------------------------------------
 
+DEFAULT_GPU_POD_IMAGE = "ghcr.io/acme/allgather-check:torch2.13-cu12"
+
+
+@dataclass(frozen=True)
+class ClusterAccessSettings:
+    """How the pipeline reaches the clusters' own control planes, for every area that acts on them (the
+    evaluation's GPU pods, recovery's check pods, cordons and restarts): one place to set them. An area's
+    own variable (``ACME_GPU_POD_*``, ``ACME_RECOVERY_*``) overrides the shared one for that area only."""
+
+    kubernetes_conn_id: str
+    """Airflow connection of type ``kubernetes`` saying where the API is (``ACME_KUBERNETES_CONN_ID``, default
+    ``kubernetes_default``; without one the client loads the default kubeconfig)."""
+    kubernetes_namespace: str
+    """Namespace of the pipeline's GPU pods (``ACME_KUBERNETES_NAMESPACE``, default ``training``): GPU quotas
+    are per namespace."""
+    gpu_image: str
+    """Image of a GPU pod: torch, CUDA and this project (``ACME_GPU_POD_IMAGE``): one place to bump it."""
+    slurm_command_prefix: tuple[str, ...]
+    """What runs Slurm's commands (``srun``, ``sbatch``, ``scontrol``) on the cluster
+    (``ACME_SLURM_COMMAND_PREFIX``, e.g. "ssh slurm-login"; split on spaces, no shell; default: here)."""
+    slurm_partition: str | None
+    """Partition of the pipeline's Slurm jobs (``ACME_SLURM_PARTITION``, default: the cluster's default)."""
+    slurm_python: str
+    """The Python with torch on the Slurm nodes (``ACME_SLURM_PYTHON``: a path the nodes share; ``python3``)."""
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> ClusterAccessSettings:
+        read = Env(environ)
+        namespace = read.text("ACME_KUBERNETES_NAMESPACE", "training")
+        if not _K8S_NAME.match(namespace):
+            raise ConfigError(f"ACME_KUBERNETES_NAMESPACE={namespace!r} is not a Kubernetes namespace name")
+        return cls(
+            kubernetes_conn_id=read.text("ACME_KUBERNETES_CONN_ID", "kubernetes_default"),
+            kubernetes_namespace=namespace,
+            gpu_image=read.text("ACME_GPU_POD_IMAGE", DEFAULT_GPU_POD_IMAGE),
+            slurm_command_prefix=tuple(read.text("ACME_SLURM_COMMAND_PREFIX").split()),
+            slurm_partition=read.text("ACME_SLURM_PARTITION") or None,
+            slurm_python=read.text("ACME_SLURM_PYTHON", "python3"),
+        )
+
+
 EVAL_BACKENDS = ("local", "kubernetes")
 EVAL_MODEL_BACKENDS = ("llama_cpp", "transformers", "openai")
-DEFAULT_GPU_POD_IMAGE = "ghcr.io/acme/allgather-check:torch2.13-cu12"
 
 
 @dataclass(frozen=True)
@@ -459,18 +499,19 @@ class EvaluationSettings:
     """Samples per model call (``ACME_EVAL_BATCH_SIZE``, default 1: ``transformers`` and servers batch; 1
     measures every sample alone)."""
     gpu_pod_image: str
-    """Default image of a GPU pod (``ACME_GPU_POD_IMAGE``): one place to bump the CUDA/torch image."""
+    """Default image of a GPU pod (:class:`ClusterAccessSettings`: ``ACME_GPU_POD_IMAGE``)."""
     gpu_pod_namespace: str
-    """Namespace of GPU pods (``ACME_GPU_POD_NAMESPACE``, default ``training``): GPU quotas are per namespace."""
+    """Namespace of GPU pods (``ACME_GPU_POD_NAMESPACE``, default: ``ACME_KUBERNETES_NAMESPACE``)."""
     gpu_pod_kubernetes_conn_id: str
-    """Airflow connection of type ``kubernetes`` that says where the API is (``ACME_GPU_POD_KUBERNETES_CONN_ID``,
-    default ``kubernetes_default``)."""
+    """Airflow connection of the Kubernetes API for GPU pods (``ACME_GPU_POD_KUBERNETES_CONN_ID``, default:
+    ``ACME_KUBERNETES_CONN_ID``)."""
     model_api_key: str = field(default="", repr=False)
     """``openai`` backend: bearer token, if the server wants one (``ACME_EVAL_MODEL_API_KEY``); never shown."""
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> EvaluationSettings:
         read = Env(environ)
+        access = ClusterAccessSettings.from_env(environ)
         return cls(
             backend=read.choice("ACME_EVAL_BACKEND", "local", EVAL_BACKENDS),
             shm_dir=read.path("ACME_EVAL_SHM_DIR", "/dev/shm/acme-models"),
@@ -493,9 +534,11 @@ class EvaluationSettings:
             model_threads=int(read.number("ACME_EVAL_MODEL_THREADS", 1, above=0, integer=True)),
             max_new_tokens=int(read.number("ACME_EVAL_MAX_NEW_TOKENS", 256, above=0)),
             batch_size=int(read.number("ACME_EVAL_BATCH_SIZE", 1, above=0)),
-            gpu_pod_image=read.text("ACME_GPU_POD_IMAGE", DEFAULT_GPU_POD_IMAGE),
-            gpu_pod_namespace=read.text("ACME_GPU_POD_NAMESPACE", "training"),
-            gpu_pod_kubernetes_conn_id=read.text("ACME_GPU_POD_KUBERNETES_CONN_ID", "kubernetes_default"),
+            gpu_pod_image=access.gpu_image,
+            gpu_pod_namespace=read.text("ACME_GPU_POD_NAMESPACE", access.kubernetes_namespace),
+            gpu_pod_kubernetes_conn_id=read.text(
+                "ACME_GPU_POD_KUBERNETES_CONN_ID", access.kubernetes_conn_id
+            ),
             model_api_key=read.environ.get("ACME_EVAL_MODEL_API_KEY", ""),
         )
 
@@ -556,10 +599,10 @@ class RecoverySettings:
     backend: str
     """``ACME_RECOVERY_BACKEND``: ``simulated`` (default, offline), ``kubernetes`` or ``slurm``."""
     namespace: str
-    """``ACME_RECOVERY_NAMESPACE`` (default ``training``): the Kubernetes namespace of the check pods."""
+    """``ACME_RECOVERY_NAMESPACE`` (default: ``ACME_KUBERNETES_NAMESPACE``): the namespace of the check pods."""
     check_image: str
-    """``ACME_RECOVERY_CHECK_IMAGE``: the image must hold torch and acme/recovery/allgather_check.py (it runs
-    alone too)."""
+    """``ACME_RECOVERY_CHECK_IMAGE`` (default: ``ACME_GPU_POD_IMAGE``): the image must hold torch and
+    acme/recovery/allgather_check.py (it runs alone too)."""
     gpus_per_node: int
     """``ACME_RECOVERY_GPUS_PER_NODE`` (default 8)."""
     max_nodes: int
@@ -567,7 +610,7 @@ class RecoverySettings:
     max_share: float
     """``ACME_RECOVERY_MAX_SHARE`` (default 0.05): most share of a job's nodes one recovery may cordon."""
     kubernetes_conn_id: str
-    """``ACME_RECOVERY_KUBERNETES_CONN_ID`` (default ``kubernetes_default``)."""
+    """``ACME_RECOVERY_KUBERNETES_CONN_ID`` (default: ``ACME_KUBERNETES_CONN_ID``)."""
     taint_key: str
     """``ACME_RECOVERY_TAINT_KEY`` (default ``acme.io/faulty``)."""
     check_timeout_s: float
@@ -580,15 +623,15 @@ class RecoverySettings:
     simulated_jobs_file: Path
     """``ACME_RECOVERY_SIMULATED_JOBS`` (default include/recovery/simulated_jobs.yaml)."""
     slurm_command_prefix: tuple[str, ...]
-    """``ACME_RECOVERY_SLURM_COMMAND_PREFIX``, e.g. "ssh slurm-login" to run srun/sbatch/scontrol on a login
-    node (split on spaces, no shell)."""
+    """``ACME_RECOVERY_SLURM_COMMAND_PREFIX`` (default: ``ACME_SLURM_COMMAND_PREFIX``), e.g. "ssh slurm-login"
+    to run srun/sbatch/scontrol on a login node (split on spaces, no shell)."""
     slurm_check_script: str
     """``ACME_RECOVERY_SLURM_CHECK_SCRIPT`` (default acme/recovery/allgather_check.py)."""
     slurm_partition: str | None
-    """``ACME_RECOVERY_SLURM_PARTITION`` (default none)."""
+    """``ACME_RECOVERY_SLURM_PARTITION`` (default: ``ACME_SLURM_PARTITION``, else none)."""
     slurm_python: str
-    """``ACME_RECOVERY_SLURM_PYTHON``: the Python with torch on the nodes (a path the nodes share, e.g. a venv
-    on NFS; default ``python3``)."""
+    """``ACME_RECOVERY_SLURM_PYTHON`` (default: ``ACME_SLURM_PYTHON``, ``python3``): the Python with torch on the
+    nodes (a path the nodes share, e.g. a venv on NFS)."""
     lock_ttl_s: float
     """``ACME_RECOVERY_LOCK_TTL_S`` (default 7200): a job's recovery marker older than this is stale."""
     dry_run: bool
@@ -618,7 +661,8 @@ class RecoverySettings:
     def from_env(cls, environ: Mapping[str, str] | None = None) -> RecoverySettings:
         """The current settings; a ConfigError names the bad variable."""
         read = Env(environ)
-        namespace = read.text("ACME_RECOVERY_NAMESPACE", "training")
+        access = ClusterAccessSettings.from_env(environ)
+        namespace = read.text("ACME_RECOVERY_NAMESPACE", access.kubernetes_namespace)
         if not _K8S_NAME.match(namespace):
             raise ConfigError(f"ACME_RECOVERY_NAMESPACE={namespace!r} is not a Kubernetes namespace name")
         pattern = read.text("ACME_CHECKPOINT_URI_PATTERN") or None
@@ -627,11 +671,11 @@ class RecoverySettings:
         return cls(
             backend=read.choice("ACME_RECOVERY_BACKEND", "simulated", RECOVERY_BACKENDS),
             namespace=namespace,
-            check_image=read.text("ACME_RECOVERY_CHECK_IMAGE", "ghcr.io/acme/allgather-check:torch2.13-cu12"),
+            check_image=read.text("ACME_RECOVERY_CHECK_IMAGE", access.gpu_image),
             gpus_per_node=int(read.number("ACME_RECOVERY_GPUS_PER_NODE", "8", above=0, integer=True)),
             max_nodes=read.integer("ACME_RECOVERY_MAX_NODES", 2, low=0),
             max_share=read.number("ACME_RECOVERY_MAX_SHARE", "0.05"),
-            kubernetes_conn_id=read.text("ACME_RECOVERY_KUBERNETES_CONN_ID", "kubernetes_default"),
+            kubernetes_conn_id=read.text("ACME_RECOVERY_KUBERNETES_CONN_ID", access.kubernetes_conn_id),
             taint_key=read.text("ACME_RECOVERY_TAINT_KEY", "acme.io/faulty"),
             check_timeout_s=read.number("ACME_RECOVERY_CHECK_TIMEOUT_S", "60", above=0),
             check_args=tuple(read.text("ACME_RECOVERY_CHECK_ARGS", "").split()),
@@ -641,13 +685,15 @@ class RecoverySettings:
             simulated_jobs_file=read.path(
                 "ACME_RECOVERY_SIMULATED_JOBS", _include_dir(read) / "recovery" / "simulated_jobs.yaml"
             ),
-            slurm_command_prefix=tuple(read.text("ACME_RECOVERY_SLURM_COMMAND_PREFIX", "").split()),
+            slurm_command_prefix=tuple(
+                read.text("ACME_RECOVERY_SLURM_COMMAND_PREFIX").split() or access.slurm_command_prefix
+            ),
             slurm_check_script=read.text(
                 "ACME_RECOVERY_SLURM_CHECK_SCRIPT",
                 str(Path(__file__).parent / "recovery" / "allgather_check.py"),
             ),
-            slurm_partition=read.text("ACME_RECOVERY_SLURM_PARTITION") or None,
-            slurm_python=read.text("ACME_RECOVERY_SLURM_PYTHON", "python3"),
+            slurm_partition=read.text("ACME_RECOVERY_SLURM_PARTITION") or access.slurm_partition,
+            slurm_python=read.text("ACME_RECOVERY_SLURM_PYTHON", access.slurm_python),
             lock_ttl_s=read.number("ACME_RECOVERY_LOCK_TTL_S", "7200", above=0),
             dry_run=read.flag("ACME_RECOVERY_DRY_RUN", True),
             checkpoint_uri_pattern=pattern,

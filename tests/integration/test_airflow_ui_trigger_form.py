@@ -10,23 +10,21 @@ are stopped in a finally; a screenshot of each form is kept in test-artifacts/.
 from __future__ import annotations
 
 import json
-import os
-import signal
 import subprocess
-import sys
 import time
 import urllib.request
 from pathlib import Path
 
 import pytest
 
+from tests.api_server_support import AIRFLOW, api_server_env, running_api_server
+from tests.api_server_support import token as api_token
 from tests.integration.conftest import free_port
 from tests.integration.test_report_browser import ARTIFACTS, DevTools, ensure_chromium, headless_chromium
 
 pytestmark = pytest.mark.integration
 
 ROOT = Path(__file__).resolve().parents[2]
-AIRFLOW = str(Path(sys.executable).with_name("airflow"))
 PASSWORD = "acme-ui-test-password"
 
 
@@ -34,65 +32,16 @@ PASSWORD = "acme-ui-test-password"
 def api_server(tmp_path_factory):
     """A migrated SQLite DB with the project's DAGs serialized, and an api-server on loopback."""
     home = tmp_path_factory.mktemp("airflow-ui")
-    (home / "passwords.json").write_text(json.dumps({"admin": PASSWORD}))
-    port = free_port()
-    env = dict(os.environ)
-    env.update(
-        {
-            "AIRFLOW_HOME": str(home),
-            "AIRFLOW__CORE__DAGS_FOLDER": str(ROOT / "dags"),
-            "AIRFLOW__CORE__PLUGINS_FOLDER": str(ROOT / "plugins"),
-            "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-            "AIRFLOW__CORE__ASSET_MANAGER_CLASS": "acme_airflow.asset_manager.OrderedAssetManager",
-            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": "admin:admin",
-            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(home / "passwords.json"),
-            "AIRFLOW__API_AUTH__JWT_SECRET": "acme-ui-test-secret",
-            "AIRFLOW__API__HOST": "127.0.0.1",
-            "AIRFLOW__API__PORT": str(port),
-            "ACME_LAKE_URI": str(home / "lake"),
-        }
-    )
+    env = api_server_env(home, free_port(), PASSWORD)
     for command in (["db", "migrate"], ["dags", "reserialize"]):
         done = subprocess.run([AIRFLOW, *command], env=env, capture_output=True, text=True, timeout=300)
         assert done.returncode == 0, done.stderr[-2000:]
-    log = (home / "api-server.log").open("w")
-    process = subprocess.Popen(
-        [AIRFLOW, "api-server", "--host", "127.0.0.1", "--port", str(port)],
-        env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-    )  # fmt: skip
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 180
-        while True:
-            try:
-                with urllib.request.urlopen(f"{base}/api/v2/monitor/health", timeout=5) as answer:
-                    if answer.status == 200:
-                        break
-            except OSError:
-                pass
-            if time.monotonic() > deadline or process.poll() is not None:
-                pytest.fail(f"api-server did not start: {(home / 'api-server.log').read_text()[-3000:]}")
-            time.sleep(1)
+    with running_api_server(env, home) as base:
         yield base
-    finally:
-        if process.poll() is None:
-            os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
-        log.close()
 
 
 def token(base: str) -> str:
-    request = urllib.request.Request(
-        f"{base}/auth/token",
-        data=json.dumps({"username": "admin", "password": PASSWORD}).encode(),
-        headers={"Content-Type": "application/json"},
-    )
-    with urllib.request.urlopen(request, timeout=30) as answer:
-        return json.load(answer)["access_token"]
+    return api_token(base, PASSWORD)
 
 
 def wait_until(page: DevTools, expression: str, what: str, timeout_s: float = 60):

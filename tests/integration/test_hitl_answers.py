@@ -12,8 +12,6 @@ recovery's action log and the learned rules in the lake.
 from __future__ import annotations
 
 import json
-import os
-import signal
 import subprocess
 import sys
 import time
@@ -25,6 +23,8 @@ from pathlib import Path
 import pytest
 
 from acme.recovery.synth_checkpoints import write_checkpoint
+from tests.api_server_support import AIRFLOW, api_server_env, running_api_server, stop
+from tests.api_server_support import token as api_token
 from tests.integration.conftest import free_port
 
 # Measured at load 8-10 on this 2-core machine: the api-server set-up 31 s, each test 38-52 s (the dags
@@ -32,7 +32,6 @@ from tests.integration.conftest import free_port
 pytestmark = pytest.mark.integration
 
 ROOT = Path(__file__).resolve().parents[2]
-AIRFLOW = str(Path(sys.executable).with_name("airflow"))
 PASSWORD = "acme-hitl-test-password"
 NODES = [
     f"seren-n{i:03d}" for i in range(8)
@@ -49,16 +48,6 @@ def psql(sql: str) -> None:
                    check=True, capture_output=True)  # fmt: skip
 
 
-def stop(process: subprocess.Popen) -> None:
-    if process.poll() is None:
-        os.killpg(process.pid, signal.SIGTERM)
-    try:
-        process.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
-        process.wait()
-
-
 @pytest.fixture(scope="module")
 def hitl_server(tmp_path_factory):
     """A migrated PostgreSQL DB (named for this branch's test, dropped after) and an api-server on it."""
@@ -67,67 +56,29 @@ def hitl_server(tmp_path_factory):
     home = tmp_path_factory.mktemp("airflow-hitl")
     database = f"acme_hitl_{uuid.uuid4().hex[:10]}"
     psql(f"CREATE DATABASE {database}")
-    (home / "passwords.json").write_text(json.dumps({"admin": PASSWORD}))
     port = free_port()
-    env = dict(os.environ)
-    env.update(
-        {
-            "AIRFLOW_HOME": str(home),
-            "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"postgresql+psycopg2://postgres@127.0.0.1:5432/{database}",
-            "AIRFLOW__CORE__DAGS_FOLDER": str(ROOT / "dags"),
-            "AIRFLOW__CORE__PLUGINS_FOLDER": str(ROOT / "plugins"),
-            "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-            "AIRFLOW__CORE__ASSET_MANAGER_CLASS": "acme_airflow.asset_manager.OrderedAssetManager",
-            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": "admin:admin",
-            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(home / "passwords.json"),
-            "AIRFLOW__API_AUTH__JWT_SECRET": "acme-hitl-test-secret",
-            "AIRFLOW__API__HOST": "127.0.0.1",
-            "AIRFLOW__API__PORT": str(port),
-            "AIRFLOW__API__BASE_URL": f"http://127.0.0.1:{port}",
-            "ACME_LAKE_URI": str(home / "lake"),
-            "ACME_RECOVERY_BACKEND": "simulated",
-            "ACME_DIAGNOSIS_EMBEDDING": "lexical",
-        }
+    env = api_server_env(
+        home,
+        port,
+        PASSWORD,
+        AIRFLOW__DATABASE__SQL_ALCHEMY_CONN=f"postgresql+psycopg2://postgres@127.0.0.1:5432/{database}",
+        AIRFLOW__API__BASE_URL=f"http://127.0.0.1:{port}",
+        ACME_RECOVERY_BACKEND="simulated",
+        ACME_DIAGNOSIS_EMBEDDING="lexical",
     )
-    log = (home / "api-server.log").open("w")
-    process = None
     try:
         done = subprocess.run(
             [AIRFLOW, "db", "migrate"], env=env, capture_output=True, text=True, timeout=300
         )
         assert done.returncode == 0, done.stderr[-2000:]
-        process = subprocess.Popen(
-            [AIRFLOW, "api-server", "--host", "127.0.0.1", "--port", str(port)],
-            env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-        )  # fmt: skip
-        base = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 180
-        while True:
-            try:
-                with urllib.request.urlopen(f"{base}/api/v2/monitor/health", timeout=5) as answer:
-                    if answer.status == 200:
-                        break
-            except OSError:
-                pass
-            if time.monotonic() > deadline or process.poll() is not None:
-                pytest.fail(f"api-server did not start: {(home / 'api-server.log').read_text()[-3000:]}")
-            time.sleep(1)
-        yield {"base": base, "env": env, "home": home, "lake": home / "lake"}
+        with running_api_server(env, home) as base:
+            yield {"base": base, "env": env, "home": home, "lake": home / "lake"}
     finally:
-        if process is not None:
-            stop(process)
-        log.close()
         psql(f"DROP DATABASE IF EXISTS {database} WITH (FORCE)")
 
 
 def token(base: str) -> str:
-    request = urllib.request.Request(
-        f"{base}/auth/token",
-        data=json.dumps({"username": "admin", "password": PASSWORD}).encode(),
-        headers={"Content-Type": "application/json"},
-    )
-    with urllib.request.urlopen(request, timeout=30) as answer:
-        return json.load(answer)["access_token"]
+    return api_token(base, PASSWORD)
 
 
 def api(server: dict, path: str, body: dict | None = None, method: str = "GET") -> dict:

@@ -263,8 +263,6 @@ def empty_axes(report) -> dict[str, int]:
 
     from matplotlib.patches import Rectangle
 
-    from acme.report.figures import DRAWERS
-
     def has_data(ax) -> bool:
         lines = any(any(math.isfinite(float(y)) for y in line.get_ydata()) for line in ax.lines)
         bars = any(isinstance(p, Rectangle) and p.get_width() * p.get_height() != 0 for p in ax.patches)
@@ -277,8 +275,9 @@ def empty_axes(report) -> dict[str, int]:
 
     found = {}
     for spec in report.figures:
-        if spec.drawn and spec.name in DRAWERS:
-            figure = DRAWERS[spec.name](report)
+        draw = report.sections[spec.section].drawers.get(spec.name)
+        if spec.drawn and draw is not None:
+            figure = draw(report)
             found[spec.name] = sum(not has_data(ax) for ax in figure.axes)
     return found
 

@@ -87,3 +87,41 @@ def test_the_check_finds_a_read():
     assert READ.search('    value = env("ACME_X", "1")')
     assert READ.search("        raw = os.environ.get(name, '')")
     assert not READ.search('    """The lake root (``ACME_LAKE_URI``)."""')
+
+
+def test_cluster_access_is_set_once_for_every_area_and_an_area_may_override_it():
+    shared = {
+        "ACME_KUBERNETES_CONN_ID": "k8s_prod",
+        "ACME_KUBERNETES_NAMESPACE": "llm-train",
+        "ACME_GPU_POD_IMAGE": "registry.internal/acme/gpu:2026.12",
+        "ACME_SLURM_COMMAND_PREFIX": "ssh seren-login",
+        "ACME_SLURM_PARTITION": "debug",
+        "ACME_SLURM_PYTHON": "/nfs/venv/bin/python",
+    }
+    evaluation = settings.EvaluationSettings.from_env(shared)
+    recovery = settings.RecoverySettings.from_env(shared)
+    assert evaluation.gpu_pod_image == recovery.check_image == "registry.internal/acme/gpu:2026.12"
+    assert evaluation.gpu_pod_namespace == recovery.namespace == "llm-train"
+    assert evaluation.gpu_pod_kubernetes_conn_id == recovery.kubernetes_conn_id == "k8s_prod"
+    assert recovery.slurm_command_prefix == ("ssh", "seren-login")
+    assert (recovery.slurm_partition, recovery.slurm_python) == ("debug", "/nfs/venv/bin/python")
+    own = settings.RecoverySettings.from_env(
+        {
+            **shared,
+            "ACME_RECOVERY_NAMESPACE": "checks",
+            "ACME_RECOVERY_SLURM_COMMAND_PREFIX": "ssh kalos-login",
+        }
+    )
+    assert (own.namespace, own.slurm_command_prefix) == ("checks", ("ssh", "kalos-login"))
+    assert (
+        settings.EvaluationSettings.from_env(shared).gpu_pod_namespace == "llm-train"
+    )  # the other area keeps it
+    defaults = settings.RecoverySettings.from_env({})
+    assert defaults.check_image == settings.EvaluationSettings.from_env({}).gpu_pod_image
+    assert (defaults.namespace, defaults.slurm_command_prefix, defaults.slurm_python) == (
+        "training",
+        (),
+        "python3",
+    )
+    with pytest.raises(ConfigError, match="ACME_KUBERNETES_NAMESPACE='Not_A_Name'"):
+        settings.RecoverySettings.from_env({"ACME_KUBERNETES_NAMESPACE": "Not_A_Name"})

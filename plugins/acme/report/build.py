@@ -30,8 +30,8 @@ def build_report(
     ``write_index`` is false: the DAG writes it once after all its reports)."""
     from acme.lake import Lake as LakeClass
     from acme.report.characterize import characterize
-    from acme.report.figures import render_figures
     from acme.report.publish import ReportWriter
+    from acme.report.sections import render_figures
 
     period = period if isinstance(period, Period) else parse_period(period)
     definition = definition or settings.report().definition

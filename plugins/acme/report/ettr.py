@@ -55,9 +55,8 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
     from acme.lake import Lake
-    from acme.report.model import Characterization
+    from acme.report.model import Characterization, ReportInputs
 
-SECTION = 10
 SECTION_TITLE = "Effective training time of pretraining campaigns (ETTR)"
 _RESTART_SUFFIX = re.compile(r"(?:[-_.](?:r|retry|restart|resume|rerun|attempt|try)[-_.]?\d+|[-_.]\d{1,3})$")
 JOB_COLUMNS = ("job_id", "job_name", "user", "job_type", "state", "submit_time", "start_time", "end_time",
@@ -559,9 +558,10 @@ def _progress_row(campaign: str, job_id: str, at: datetime, step: float, kind: s
 # --- the report section ----------------------------------------------------------------------------------
 
 
-def attach_ettr(report: Characterization, lake: Lake) -> None:
-    """Add section 10 to a characterization: its tables and its figure's finding (the one call made by
-    ``acme.report.characterize``)."""
+def attach_ettr(report: Characterization, inputs: ReportInputs) -> None:
+    """Add the ETTR section to a characterization: its tables and its figure's finding (its entry in
+    :mod:`acme.report.sections`)."""
+    lake = inputs.lake
     from acme import settings
     from acme.report.model import FigureSpec, pct
 
@@ -573,9 +573,7 @@ def attach_ettr(report: Characterization, lake: Lake) -> None:
             f" ({unnamed:,} without a job name or user: the source publishes none)" if unnamed else ""
         )
         report.tables.update(tables)
-        report.figures.append(
-            FigureSpec("ettr_progress", SECTION, SECTION_TITLE, finding, list(tables), False)
-        )
+        report.figures.append(FigureSpec("ettr_progress", SECTION_TITLE, finding, list(tables), False))
         return
     first = jobs["start_time"].min().date()
     last = max(jobs["end_time"].max().date() if jobs["end_time"].notna().any() else first, until.date())
@@ -603,9 +601,7 @@ def attach_ettr(report: Characterization, lake: Lake) -> None:
     report.summary["ettr"] = {
         row["campaign"]: round(float(row["ettr"]), 4) for row in campaigns.to_dict("records")
     }
-    report.figures.append(
-        FigureSpec("ettr_progress", SECTION, SECTION_TITLE, "; ".join(parts), list(tables), True)
-    )
+    report.figures.append(FigureSpec("ettr_progress", SECTION_TITLE, "; ".join(parts), list(tables), True))
 
 
 def _advice_text(advice: dict[str, Any] | None) -> str:

@@ -1,19 +1,17 @@
-"""The report's figures, drawn with matplotlib (Agg) from the tables of a Characterization, as PNG."""
+"""The figures of sections 1-9, drawn with matplotlib from the tables of a Characterization (each named by its
+section's entry in :mod:`acme.report.sections`, which renders them as PNG)."""
 
 from __future__ import annotations
 
-import io
-from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from acme.report.characterize import GPU_TDP_W, UTILIZATION_METRICS
-from acme.report.ettr import draw_ettr_progress  # section 10 (issue 19)
 from acme.report.model import Characterization
+from acme.report.paper_sections import GPU_TDP_W, UTILIZATION_METRICS
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-from acme.report.style import DPI, FIGURE_WIDTH_IN, LEGEND_FONT, OWN_STYLE, REFERENCE_STYLE
+from acme.report.style import FIGURE_WIDTH_IN, LEGEND_FONT, OWN_STYLE, REFERENCE_STYLE
 
 # One colour per job type on every page and cluster (matplotlib's tab10, fixed by type).
 JOB_TYPE_COLORS = {
@@ -34,23 +32,6 @@ MEDIAN_MARKERS = {
     "Helios": ("D", "tab:red", 7),
     "PAI": ("v", "tab:purple", 8),
 }
-
-
-def render_figures(report: Characterization) -> dict[str, bytes]:
-    """PNG bytes of every drawn figure, keyed by figure name."""
-    import matplotlib
-
-    matplotlib.use("Agg", force=True)  # no display; Figure objects below never touch pyplot's state
-    pngs = {}
-    for spec in report.figures:
-        draw = DRAWERS.get(spec.name)
-        if draw is None or not spec.drawn:
-            continue
-        figure = draw(report)
-        buffer = io.BytesIO()
-        figure.savefig(buffer, format="png", dpi=DPI, metadata={"Software": None})
-        pngs[spec.name] = buffer.getvalue()
-    return pngs
 
 
 def _figure(columns: int = 1, rows: int = 1, height: float = 4.2):
@@ -373,19 +354,3 @@ def _date_axis(ax, days: list) -> None:
     ax.xaxis.set_major_formatter(DateFormatter("%m-%d"))
     ax.tick_params(axis="x", labelrotation=30, labelsize=9)
     ax.grid(alpha=0.3)
-
-
-DRAWERS: dict[str, Callable[[Characterization], Figure]] = {
-    "duration_cdf": draw_duration_cdf,
-    "gpu_util_cdf": draw_gpu_util_cdf,
-    "gpu_demand_cdf": draw_gpu_demand_cdf,
-    "type_shares": draw_type_shares,
-    "type_demand_duration_queue": draw_type_demand_duration_queue,
-    "utilization_cdf": draw_utilization_cdf,
-    "power_cdf": draw_power_cdf,
-    "outcomes": draw_outcomes,
-    "failure_categories": draw_failure_categories,
-    "temperature_failures": draw_temperature_failures,
-    "trends": draw_trends,
-    "ettr_progress": draw_ettr_progress,
-}

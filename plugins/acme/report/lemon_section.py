@@ -3,7 +3,8 @@
 The ranking is ``acme.recovery.lemon``'s score as of the end of the report's last day, over the lake's
 history (``ACME_LEMON_LOOKBACK_DAYS`` back from there, not only the report's period: a lemon is a node that
 keeps failing). Its table ``lemon_nodes`` holds the first :data:`SHOWN` nodes; the page shows it in the
-section (``_lemon.html.j2``), with the nodes the nightly run suggests keeping cordoned marked.
+section (``_lemon.html.j2``, its fragment in :mod:`acme.report.sections`), with the nodes the nightly run
+suggests keeping cordoned marked.
 """
 
 from __future__ import annotations
@@ -15,9 +16,8 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from acme.lake import Lake
-    from acme.report.model import Characterization
+    from acme.report.model import Characterization, ReportInputs
 
-SECTION = 11
 SECTION_TITLE = "Lemon nodes: repeat offenders"
 FIGURE = "lemon_nodes"
 SHOWN = 20
@@ -64,11 +64,13 @@ def _read_text(read: dict[str, int]) -> str:
     return ", ".join(f"{count} {what.replace('_', ' ')}" for what, count in sorted(read.items())) or "nothing"
 
 
-def attach_lemon_nodes(report: Characterization, lake: Lake) -> None:
-    """Add the section's table and finding to a characterization (the one call the report makes)."""
+def attach_lemon_nodes(report: Characterization, inputs: ReportInputs) -> None:
+    """Add the section's table and finding to a characterization (its entry in :mod:`acme.report.sections`)."""
     from acme.report.model import FigureSpec
 
-    table, finding, summary = lemon_section_data(lake, report.cluster, date.fromisoformat(report.days[-1]))
+    table, finding, summary = lemon_section_data(
+        inputs.lake, report.cluster, date.fromisoformat(report.days[-1])
+    )
     report.tables[FIGURE] = table
     report.summary["lemon_nodes"] = summary
-    report.figures.append(FigureSpec(FIGURE, SECTION, SECTION_TITLE, finding, [FIGURE], drawn=False))
+    report.figures.append(FigureSpec(FIGURE, SECTION_TITLE, finding, [FIGURE], drawn=False))

@@ -10,19 +10,23 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import pandas as pd
 
+    from acme.lake import Lake
     from acme.report.periods import Period
+    from acme.report.queries import ReportQueries
+    from acme.report.sections import Section
 
 
 @dataclass
 class FigureSpec:
-    """One figure: the section it belongs to, its tables (written as CSV and JSON) and its finding."""
+    """One figure: its tables (written as CSV and JSON), its finding, and the section it belongs to (set by
+    :func:`acme.report.characterize.characterize` from the registry entry of the section that added it)."""
 
     name: str
-    section: int
     title: str
     finding: str
     tables: list[str]
     drawn: bool = True  # False: the data is missing, the section shows the finding only
+    section: int = 0
 
 
 @dataclass
@@ -35,9 +39,18 @@ class Characterization:
     figures: list[FigureSpec] = field(default_factory=list)
     summary: dict[str, Any] = field(default_factory=dict)
     failure_note: str = ""
+    sections: dict[int, Section] = field(default_factory=dict)  # the sections that filled it, by number
 
     def figure(self, name: str) -> FigureSpec:
         return next(f for f in self.figures if f.name == name)
+
+
+@dataclass(frozen=True)
+class ReportInputs:
+    """What a section reads: the lake, and the period's open queries over it (jobs, telemetry, diagnoses)."""
+
+    lake: Lake
+    queries: ReportQueries
 
 
 def pct(value: float | None, digits: int = 1) -> str:

@@ -23,20 +23,6 @@ if TYPE_CHECKING:
 
 MANIFEST = "report.json"
 
-SECTIONS = {
-    1: "Summary",
-    2: "Job duration and GPU utilization",
-    3: "GPU demand",
-    4: "Workload types",
-    5: "Demand, duration and queueing per workload type",
-    6: "Infrastructure utilization",
-    7: "Power",
-    8: "Final states and failures",
-    9: "Trends across nights",
-    10: "Effective training time of pretraining campaigns (ETTR)",  # acme.report.ettr (issue 19)
-    11: "Lemon nodes: repeat offenders",  # acme.report.lemon_section (issue 25)
-}
-
 
 @dataclass
 class ReportWriter:
@@ -85,7 +71,7 @@ class ReportWriter:
         html = render_template(
             "report.html.j2",
             report=report,
-            sections=SECTIONS,
+            sections=report.sections,
             figures_by_section=_by_section(report),
             pngs=pngs,
             image_sizes={name: _css_size(png) for name, png in pngs.items()},
@@ -133,7 +119,7 @@ def _frame_json(frame) -> str:
 
 
 def _by_section(report: Characterization) -> dict[int, list]:
-    sections: dict[int, list] = {number: [] for number in SECTIONS}
+    sections: dict[int, list] = {number: [] for number in report.sections}
     for figure in report.figures:
         sections[figure.section].append(figure)
     return sections

@@ -3,7 +3,6 @@ recovery on the simulated backend (the action log's approval records, the cordon
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -19,43 +18,23 @@ from acme.recovery.approval import (
 )
 from acme.recovery.backend import SimulatedBackend
 from acme.recovery.recover import RecoveryRequest
-from acme.recovery.synth_checkpoints import write_checkpoint
 from acme.settings import recovery as recovery_settings
-from tests.recovery_support import recover
+from tests.recovery_support import manual_request, recover, simulated_jobs_file
 
 NODES = [f"n{i:02d}" for i in range(8)]
 BIG = [f"m{i:02d}" for i in range(16)]
-STARTED = datetime(2026, 11, 29, 14, 0, tzinfo=UTC)
 
 
 @pytest.fixture
 def jobs_file(tmp_path: Path) -> Path:
-    path = tmp_path / "jobs.yaml"
-    path.write_text(
-        "clusters:\n  seren:\n"
-        f"    job-1: {{nodes: {NODES}, faulty: [n05]}}\n"
-        f"    job-2: {{nodes: {BIG}, faulty: [m01, m09]}}\n"
+    return simulated_jobs_file(
+        tmp_path,
+        {"job-1": {"nodes": NODES, "faulty": ["n05"]}, "job-2": {"nodes": BIG, "faulty": ["m01", "m09"]}},
     )
-    return path
-
-
-@pytest.fixture
-def lake(tmp_path: Path) -> Lake:
-    return Lake(str(tmp_path / "lake"))
-
-
-@pytest.fixture
-def checkpoints(tmp_path: Path) -> Path:
-    root = tmp_path / "ckpt"
-    write_checkpoint(root, 100)
-    write_checkpoint(root, 200)
-    return root
 
 
 def request(checkpoints: Path, job: str = "job-1", **params) -> RecoveryRequest:
-    values = {"cluster": "seren", "job_id": job, "nodes": NODES, "checkpoint_uri": str(checkpoints),
-              "dry_run": False, **params}  # fmt: skip
-    return RecoveryRequest.from_params(values, "r1", "manual__1", STARTED)
+    return manual_request(checkpoints, job, params.pop("nodes", NODES), **{"dry_run": False, **params})
 
 
 def approvals(lake: Lake, job: str = "job-1") -> list[dict]:

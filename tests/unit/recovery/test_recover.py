@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -15,41 +14,28 @@ from acme.recovery.backend import SimulatedBackend, UnknownJobError
 from acme.recovery.recover import NeedsPersonError, RecoveryRequest
 from acme.recovery.synth_checkpoints import write_checkpoint
 from acme.settings import recovery as recovery_settings
-from tests.recovery_support import recover, write_metrics
+from tests.recovery_support import manual_request, recover, simulated_jobs_file, write_metrics
 
 NODES = [f"n{i:02d}" for i in range(8)]
 BIG = [f"n{i:02d}" for i in range(16)]
-STARTED = datetime(2026, 11, 29, 14, 0, tzinfo=UTC)
 
 
 @pytest.fixture
 def jobs_file(tmp_path: Path) -> Path:
-    path = tmp_path / "jobs.yaml"
-    path.write_text(
-        "clusters:\n  seren:\n"
-        f"    job-1: {{nodes: {NODES}, faulty: [n05]}}\n"
-        f"    job-3: {{nodes: {BIG}, faulty: [n01, n05, n09]}}\n"
-        f"    job-ok: {{nodes: {NODES}}}\n"
+    return simulated_jobs_file(
+        tmp_path,
+        {
+            "job-1": {"nodes": NODES, "faulty": ["n05"]},
+            "job-3": {"nodes": BIG, "faulty": ["n01", "n05", "n09"]},
+            "job-ok": {"nodes": NODES},
+        },
     )
-    return path
-
-
-@pytest.fixture
-def lake(tmp_path: Path) -> Lake:
-    return Lake(str(tmp_path / "lake"))
-
-
-@pytest.fixture
-def checkpoints(tmp_path: Path) -> Path:
-    root = tmp_path / "ckpt"
-    write_checkpoint(root, 100)
-    write_checkpoint(root, 200)
-    return root
 
 
 def request(checkpoints: Path, job: str = "job-1", **params) -> RecoveryRequest:
-    values = {"cluster": "seren", "job_id": job, "nodes": NODES, "checkpoint_uri": str(checkpoints), **params}
-    return RecoveryRequest.from_params(values, params.pop("recovery_id", "r1"), "manual__1", STARTED)
+    return manual_request(
+        checkpoints, job, params.pop("nodes", NODES), params.pop("recovery_id", "r1"), **params
+    )
 
 
 def backend_state(lake: Lake) -> dict:

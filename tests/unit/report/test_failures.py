@@ -8,7 +8,7 @@ from datetime import date
 import pytest
 
 from acme.lake import Lake
-from acme.report import characterize as characterize_module
+from acme.report import paper_sections
 from acme.report.characterize import characterize
 from acme.report.periods import parse_period
 from tests.unit.report.conftest import (
@@ -75,7 +75,7 @@ def test_failure_table_has_the_papers_columns_from_the_newest_diagnosis(diagnose
 
 def test_with_enough_diagnoses_the_finding_gives_the_top_categorys_share(diagnosed, monkeypatch):
     lake, _ = diagnosed
-    monkeypatch.setattr(characterize_module, "MIN_DIAGNOSED_FOR_SHARES", len(REASONS))
+    monkeypatch.setattr(paper_sections, "MIN_DIAGNOSED_FOR_SHARES", len(REASONS))
     report = characterize(lake, "seren", parse_period("all"))
     categories = report.tables["failure_categories"].set_index("category")
     top = categories["gpu_time"].idxmax()
@@ -161,7 +161,7 @@ def failed_job_count(lake: Lake, cluster: str) -> int:
 def test_days_that_tie_are_named_as_a_tie_never_as_the_extreme():
     import pandas as pd
 
-    from acme.report.characterize import _extreme_days
+    from acme.report.paper_sections import _extreme_days
 
     days = pd.to_datetime(["2023-07-01", "2023-07-02", "2023-07-03"])
     same = pd.DataFrame({"day": days, "gpu_temp_max_c": [71.2, 70.9, 71.0]})

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from acme.report import figures
+from acme.report import figures, sections, style
 from acme.report.characterize import characterize
 from acme.report.periods import parse_period
 
@@ -59,7 +59,7 @@ def test_percent_axes_end_at_100_and_figures_fill_the_page(reports):
     figure = figures.draw_utilization_cdf(reports["kalos"])  # Kalos's CPU reference reaches 239 %
     cpu = next(ax for ax in figure.axes if ax.get_xlabel() == "CPU utilization (%)")
     assert cpu.get_xlim() == (0, 100)
-    pngs = figures.render_figures(reports["seren"])
+    pngs = sections.render_figures(reports["seren"])
     from acme.report.publish import png_size
 
-    assert {png_size(png)[0] for png in pngs.values()} == {int(figures.FIGURE_WIDTH_IN * figures.DPI)}
+    assert {png_size(png)[0] for png in pngs.values()} == {int(style.FIGURE_WIDTH_IN * style.DPI)}
