@@ -83,6 +83,7 @@ jobs_from_arrow  # tests and benchmarks: a partition read back as the canonical 
 
 # recovery
 find_class  # pickle.Unpickler's hook, overridden to refuse classes (recovery/flight_recorder.py)
+failure_counts  # tests and benchmarks: the lemon score's plain baseline (recovery/lemon.py)
 
 # detection
 

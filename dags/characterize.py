@@ -17,6 +17,11 @@ queued or running are coalesced into the next run (`max_active_runs=1`). And on 
 month at 04:00 UTC (the previous month and the whole history of every cluster).
 Reports are rebuilt whole from the lake, so re-runs replace them.
 
+**Lemon nodes** (`suggest_lemon_cordons`, docs/lemon-nodes.md): each reported cluster's nodes are ranked by their
+recent infrastructure failures; the worst are suggested for keeping cordoned (a record under
+`recovery/lemon/cluster=<c>/date=<d>/` and an on-call notice), and cordoned through the recovery backend only
+when `ACME_LEMON_AUTO_CORDON` is on.
+
 **Manual runs**: `cluster` (a configured cluster or all) and `period` (`YYYY-MM`,
 `YYYY-MM-DD` or `all`).
 """
@@ -90,7 +95,30 @@ def characterize():
         with lake_task() as lake:
             return {"index": ReportWriter(lake).write_index(), "reports": len(built)}
 
-    publish_index(build_report.expand(planned=plan_reports()))
+    @task
+    def suggest_lemon_cordons(planned: list[dict]) -> list[dict]:
+        """Rank each reported cluster's nodes by their recent infrastructure failures; suggest keeping the worst
+        cordoned (a record in the lake and an on-call notice), cordon them only if ACME_LEMON_AUTO_CORDON is on."""
+        from acme.notify.outbox import enqueue
+        from acme.recovery.lemon_nightly import suggest_cordons
+        from acme_airflow.context import run_date
+        from acme_airflow.notify import deliver_queued
+        from acme_airflow.tasks import lake_task
+
+        day = run_date(get_current_context())
+        with lake_task() as lake:
+            results = [
+                suggest_cordons(lake, cluster, day) for cluster in sorted({p["cluster"] for p in planned})
+            ]
+            for notice in [r["notice"] for r in results if r["notice"]]:
+                enqueue(lake, notice)
+            deliver_queued(lake)
+        return [{"cluster": r["cluster"], "record": r["record"], "suggested": [s["node"] for s in r["suggested"]]}
+                for r in results]  # fmt: skip
+
+    planned = plan_reports()
+    publish_index(build_report.expand(planned=planned))
+    suggest_lemon_cordons(planned)
 
 
 characterize()

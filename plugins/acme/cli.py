@@ -90,6 +90,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_detect_hangs(commands)
     _add_synth_campaigns(commands)
     _add_detect_slowdowns(commands)
+    _add_lemon_nodes(commands)
     return parser
 
 
@@ -499,3 +500,48 @@ def _local_copy(uri: str) -> Iterator[str]:
         except (OSError, FileNotFoundError) as exc:
             raise InputError(uri, f"cannot fetch: {exc}") from exc
         yield handle.name
+
+
+def _add_lemon_nodes(commands: argparse._SubParsersAction) -> None:
+    lemon = commands.add_parser(
+        "lemon-nodes",
+        help="rank a cluster's nodes by their recent infrastructure failures (docs/lemon-nodes.md)",
+    )
+    lemon.add_argument("--cluster", required=True)
+    lemon.add_argument("--lake", help="lake root (default: ACME_LAKE_URI or ./lake)")
+    lemon.add_argument(
+        "--day",
+        type=_day,
+        help="rank as of the end of this UTC day (default: the newest day with job records)",
+    )
+    lemon.add_argument("--top", type=int, default=20, help="nodes shown (default 20)")
+    lemon.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    lemon.set_defaults(handler=_lemon_nodes)
+
+
+def _lemon_nodes(args: argparse.Namespace) -> dict | None:
+    from datetime import UTC, datetime
+
+    from acme.lake import open_lake
+    from acme.recovery.lemon_nightly import end_of_day, lemon_ranking, ranking_rows
+    from acme.report.build import cluster_days
+
+    lake = open_lake(args.lake)
+    day = args.day or (cluster_days(lake, args.cluster) or [datetime.now(UTC).date()])[-1]
+    ranking, evidence = lemon_ranking(lake, args.cluster, end_of_day(day))
+    rows = ranking_rows(ranking, args.top)
+    result = {"cluster": args.cluster, "day": day.isoformat(), "nodes_ranked": len(ranking), "read": evidence.read,
+              "unattributed": evidence.unattributed, "ranking": rows}  # fmt: skip
+    if args.json:
+        return result
+    print(f"lemon nodes of {args.cluster} as of {day} ({len(ranking)} nodes with failure events)")
+    print(
+        f"{'rank':>4}  {'node':<20} {'score':>8} {'events':>6} {'diag':>5} {'nfail':>5} {'local':>5} {'xid':>5} {'GPU-h':>9}"
+    )
+    for row in rows:
+        print(
+            f"{row['rank']:>4}  {row['node']:<20} {row['score']:>8.2f} {row['events']:>6} {row['diagnosis_events']:>5} "
+            f"{row['node_fail_events']:>5} {row['localization_events']:>5} {row['telemetry_events']:>5} "
+            f"{row['gpu_hours_lost']:>9.1f}"
+        )
+    return None

@@ -257,6 +257,16 @@ def simulated_backend_state(cluster: str) -> str:
     return f"recovery/simulated/cluster={cluster}/state.json"
 
 
+def recovery_cluster(cluster: str) -> str:
+    """The folder of every recovery action log of one cluster (``recovery_job`` folders)."""
+    return f"recovery/cluster={cluster}"
+
+
+def lemon_suggestion(cluster: str, day: date | str) -> str:
+    """The nightly lemon-node suggestion of one cluster as of ``day``: the worst nodes, and what was cordoned."""
+    return f"recovery/lemon/cluster={cluster}/date={_day(day)}/suggestion.json"
+
+
 # --- notifications ---------------------------------------------------------------------------------
 
 NOTIFY_QUEUE = "notify/queue"

@@ -1017,3 +1017,60 @@ def _simulated_faults(raw: str) -> dict[str, str]:
 
 def validation() -> ValidationSettings:
     return ValidationSettings.from_env()
+
+
+# --------------------------------------------------------------------------------------------------
+# Lemon nodes: repeat offenders from the lake's history (acme.recovery.lemon, docs/lemon-nodes.md)
+# --------------------------------------------------------------------------------------------------
+
+HARDWARE_XIDS = (48, 61, 62, 63, 64, 74, 79, 92, 94, 95, 119, 120)
+"""Xid codes that name the GPU or its node rather than the program (ECC, NVLink, fallen off the bus, GSP)."""
+
+
+@dataclass(frozen=True)
+class LemonSettings:
+    """How the lemon-node score weighs a node's history, and what the nightly run does with the worst."""
+
+    half_life_days: float = 14.0
+    """A failure's weight halves every this many days (``ACME_LEMON_HALF_LIFE_DAYS``, 0.5-365; 14)."""
+    lookback_days: int = 90
+    """Days of history read (``ACME_LEMON_LOOKBACK_DAYS``, 1-3650; 90)."""
+    telemetry_weight: float = 0.5
+    """Weight of one hardware Xid or ECC event beside a failed job's 1 (``ACME_LEMON_TELEMETRY_WEIGHT``, 0-10;
+    0.5: not every Xid takes a job down)."""
+    telemetry_metrics: tuple[str, ...] = ("xid_errors",)
+    """Catalog metrics read as fault events (``ACME_LEMON_TELEMETRY_METRICS``, comma-separated; ``xid_errors``;
+    an ECC counter such as DCGM_FI_DEV_ECC_DBE_VOL_TOTAL once the catalog has one)."""
+    xid_codes: tuple[int, ...] = HARDWARE_XIDS
+    """Xid codes that count (``ACME_LEMON_XID_CODES``, comma-separated; the hardware ones)."""
+    suggest_top: int = 5
+    """Most nodes the nightly run suggests keeping cordoned (``ACME_LEMON_SUGGEST_TOP``, 0-1000; 5)."""
+    min_score: float = 2.0
+    """Least score for a suggestion (``ACME_LEMON_MIN_SCORE``; 2: about two recent failures of its own)."""
+    auto_cordon: bool = False
+    """Whether the nightly run cordons the suggested nodes itself through the recovery backend
+    (``ACME_LEMON_AUTO_CORDON``, default off: it only suggests)."""
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> LemonSettings:
+        read = Env(environ)
+        metrics = read.text("ACME_LEMON_TELEMETRY_METRICS", "xid_errors")
+        codes = read.text("ACME_LEMON_XID_CODES", ",".join(str(c) for c in HARDWARE_XIDS))
+        try:
+            xid_codes = tuple(int(part) for part in codes.split(",") if part.strip())
+        except ValueError:
+            raise ConfigError(f"ACME_LEMON_XID_CODES={codes!r} must be comma-separated integers") from None
+        return cls(
+            half_life_days=read.number("ACME_LEMON_HALF_LIFE_DAYS", 14, low=0.5, high=365),
+            lookback_days=read.integer("ACME_LEMON_LOOKBACK_DAYS", 90, low=1, high=3650),
+            telemetry_weight=read.number("ACME_LEMON_TELEMETRY_WEIGHT", 0.5, low=0, high=10),
+            telemetry_metrics=tuple(m.strip() for m in metrics.split(",") if m.strip()),
+            xid_codes=xid_codes,
+            suggest_top=read.integer("ACME_LEMON_SUGGEST_TOP", 5, low=0, high=1000),
+            min_score=read.number("ACME_LEMON_MIN_SCORE", 2.0, low=0),
+            auto_cordon=read.flag("ACME_LEMON_AUTO_CORDON", False),
+        )
+
+
+def lemon() -> LemonSettings:
+    return LemonSettings.from_env()

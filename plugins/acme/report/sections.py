@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from acme.report import ettr, figures, paper_sections
+from acme.report import ettr, figures, lemon_section, paper_sections
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -83,6 +83,12 @@ SECTIONS: tuple[Section, ...] = (
         {"ettr_progress": ettr.draw_ettr_progress},
         {"ettr_progress": "_ettr.html.j2"},
     ),
+    Section(
+        11,
+        lemon_section.SECTION_TITLE,
+        lemon_section.attach_lemon_nodes,
+        fragments={lemon_section.FIGURE: "_lemon.html.j2"},
+    ),  # issue 25: the nodes that keep failing
 )
 
 
