@@ -318,7 +318,7 @@ def main() -> None:
     parser.add_argument(
         "--noise-failures", type=float, default=20, help="infrastructure failures per week no node caused"
     )
-    parser.add_argument("--half-life-days", type=float, default=14)
+    parser.add_argument("--half-life-days", type=float, default=28)
     parser.add_argument(
         "--through-lake", action="store_true", help="also write seed 0's fleet to a lake and read it back"
     )

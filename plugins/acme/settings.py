@@ -1031,8 +1031,8 @@ HARDWARE_XIDS = (48, 61, 62, 63, 64, 74, 79, 92, 94, 95, 119, 120)
 class LemonSettings:
     """How the lemon-node score weighs a node's history, and what the nightly run does with the worst."""
 
-    half_life_days: float = 14.0
-    """A failure's weight halves every this many days (``ACME_LEMON_HALF_LIFE_DAYS``, 0.5-365; 14)."""
+    half_life_days: float = 28.0
+    """A failure's weight halves every this many days (``ACME_LEMON_HALF_LIFE_DAYS``, 0.5-365; 28)."""
     lookback_days: int = 90
     """Days of history read (``ACME_LEMON_LOOKBACK_DAYS``, 1-3650; 90)."""
     telemetry_weight: float = 0.5
@@ -1061,7 +1061,7 @@ class LemonSettings:
         except ValueError:
             raise ConfigError(f"ACME_LEMON_XID_CODES={codes!r} must be comma-separated integers") from None
         return cls(
-            half_life_days=read.number("ACME_LEMON_HALF_LIFE_DAYS", 14, low=0.5, high=365),
+            half_life_days=read.number("ACME_LEMON_HALF_LIFE_DAYS", 28, low=0.5, high=365),
             lookback_days=read.integer("ACME_LEMON_LOOKBACK_DAYS", 90, low=1, high=3650),
             telemetry_weight=read.number("ACME_LEMON_TELEMETRY_WEIGHT", 0.5, low=0, high=10),
             telemetry_metrics=tuple(m.strip() for m in metrics.split(",") if m.strip()),

@@ -55,7 +55,7 @@ class FailureEvent:
 class ScoreWeights:
     """The knobs of :func:`event_weight` (``acme.settings.LemonSettings`` gives the configured ones)."""
 
-    half_life_days: float = 14.0
+    half_life_days: float = 28.0
     telemetry_weight: float = 0.5
     use_blame: bool = True
     use_gpu_hours: bool = True

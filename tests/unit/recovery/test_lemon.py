@@ -76,7 +76,9 @@ def test_the_ranking_puts_the_repeat_offender_first_with_its_weights(history):
     assert worst.by_source == {"diagnosis": 2, "node_fail": 1, "localization": 1, "telemetry": 1}
     ended = datetime.combine(days_ago(5), datetime.min.time(), tzinfo=UTC) + timedelta(hours=6)
     age_days = (UNTIL - ended).total_seconds() / 86_400
-    assert ranking[1].score == pytest.approx(0.5 * 0.5 ** (age_days / 14) * (1 + math.log10(1 + 40)))
+    assert ranking[1].score == pytest.approx(
+        0.5 * 0.5 ** (age_days / LemonSettings().half_life_days) * (1 + math.log10(1 + 40))
+    )
 
 
 def test_recent_failures_outweigh_old_ones_and_the_baseline_does_not_see_it():
