@@ -97,8 +97,6 @@ def publish_group_day(
 ) -> dict[str, Any]:
     """Replace the group's sample file of the day and its rollup and histogram parts; the manifest of
     :func:`acme.metrics.storage.publish_day`."""
-    import numpy as np
-
     from acme.metrics.storage import (
         canonicalize,
         encode_parquet,
@@ -106,6 +104,7 @@ def publish_group_day(
         histogram_table,
         rollup_5m,
         samples_table,
+        stored_outcome,
     )
 
     samples = canonicalize(samples)
@@ -115,15 +114,7 @@ def publish_group_day(
     lake.write_parquet(_part_key("rollup", spec.name, cluster, day, group), rollup_5m(samples, day))
     hist = histogram_table(histogram(samples.value, spec))
     lake.write_parquet(_part_key("hist", spec.name, cluster, day, group), hist)
-    return {
-        "metric": spec.name,
-        "date": day.isoformat(),
-        "path": url,
-        "samples": len(samples),
-        "series": int(len(np.unique(samples.series_id))) if len(samples) else 0,
-        "bytes": len(data),
-        "bytes_per_sample": round(len(data) / len(samples), 3) if len(samples) else None,
-    }
+    return stored_outcome(spec, day, url, samples, data)
 
 
 def merge_rollups(parts: list[pa.Table]) -> pa.Table:

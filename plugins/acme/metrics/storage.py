@@ -544,6 +544,13 @@ def publish_day(
             lake_keys.metric_histogram(spec.name, cluster, day),
             histogram_table(histogram(samples.value, spec)),
         )
+    return stored_outcome(spec, day, url, samples, data)
+
+
+def stored_outcome(spec: MetricSpec, day: date, url: str, samples: Samples, data: bytes) -> dict[str, Any]:
+    """What publishing one metric-day's samples file reports: where it went, how many samples and series, its size."""
+    import numpy as np
+
     return {
         "metric": spec.name,
         "date": day.isoformat(),
