@@ -3,30 +3,18 @@ of a single-task run, and re-runs in either layout leave one copy of every sampl
 
 from __future__ import annotations
 
-from datetime import UTC, date, datetime
+from datetime import date
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.dags.test_ingest_metrics import run_metrics_dag
+
 DAY = "2023-07-01"
 NODES = 7  # in 3 groups: 1, 3 and 3 nodes
 GROUPS = 3
 
 pytestmark = pytest.mark.airflow
-
-
-def run_metrics_dag(**conf):
-    from airflow.dag_processing.dagbag import DagBag
-
-    bag = DagBag(dag_folder=str(ROOT / "dags" / "ingest_metrics.py"))
-    assert not bag.import_errors, bag.import_errors
-    dag = bag.dags["ingest_metrics"]
-    for task in dag.tasks:
-        task.retries = 0
-    return dag.test(
-        logical_date=datetime.fromisoformat(DAY).replace(tzinfo=UTC), run_conf={"day": DAY, **conf}
-    )
 
 
 @pytest.fixture
