@@ -59,3 +59,29 @@ def test_with_auto_cordon_on_the_run_cordons_the_suggested_node(airflow_db, lemo
     logical, _ = today_run()
     assert run_characterize(logical, cluster="seren", period="all").state == "success"
     assert cordoned(lemon_lake) == ["gpu03", "gpu04"]
+
+
+def test_the_on_call_notice_arrives_at_a_real_smtp_server_once_and_a_re_run_sends_nothing(
+    airflow_db, lemon_lake, tmp_path, monkeypatch
+):
+    from tests.notify_support import smtp_connection, smtp_server
+
+    monkeypatch.delenv("ACME_LEMON_AUTO_CORDON", raising=False)
+    routing = tmp_path / "notify.yaml"
+    routing.write_text(
+        "channels: {mail: {kind: smtp, connection: smtp_lemon_dag}}\n"
+        "owners: {channel: mail, domain: seren.acme.example}\n"
+        "oncall: {default: {channel: mail, to: oncall@acme.example}}\n"
+    )
+    monkeypatch.setenv("ACME_NOTIFY_FILE", str(routing))
+    logical, _ = today_run()
+    with smtp_server() as (mailbox, port):
+        monkeypatch.setenv("AIRFLOW_CONN_SMTP_LEMON_DAG", smtp_connection(port))
+        assert run_characterize(logical, cluster="seren", period="all").state == "success"
+        lemon = [
+            (m, body) for m, body in zip(mailbox.messages, mailbox.bodies(), strict=True) if "gpu04" in body
+        ]
+        assert len(lemon) == 1 and lemon[0][0]["To"] == "oncall@acme.example"
+        sent = len(mailbox.messages)
+        assert run_characterize(logical, cluster="seren", period="all").state == "success"  # a re-run
+        assert len(mailbox.messages) == sent
