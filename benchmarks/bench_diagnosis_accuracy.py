@@ -247,8 +247,9 @@ def score_lines(lines: list[LineCase], rules: list[Rule], index: CaseIndex | Non
         predicted, rule_id, confidence = diagnosis.reason, diagnosis.rule_id, diagnosis.confidence
         if predicted == UNKNOWN and index is not None:
             voted = index.vote(error_signature([(1, case.text)], rules_here), case.source)
-            if voted is not None:  # deciding alone, as in the pipeline (retrieval.vote_alone)
-                voted = vote_alone(voted, [(1, case.text)], rules_here)
+            # deciding alone, as in the pipeline (retrieval.vote_alone): a hint only, unless the line names a failure
+            voted = vote_alone(voted, [(1, case.text)], rules_here) if voted is not None else None
+            if voted is not None:
                 predicted, rule_id, confidence = voted.reason, "retrieval", voted.confidence
         tally.add(case, predicted, case.text[:160], rule_id, confidence)
         if case.source not in tuned:
@@ -318,8 +319,8 @@ def _diagnose_log(
     evidence = [(e["line"], e["text"]) for e in diagnosis.evidence]
     if predicted == UNKNOWN and index is not None:
         voted = index.vote(error_signature(signature_lines(compressed), rules_here), case.source)
+        voted = vote_alone(voted, signature_lines(compressed), rules_here) if voted is not None else None
         if voted is not None:
-            voted = vote_alone(voted, signature_lines(compressed), rules_here)
             predicted, rule_id, confidence = voted.reason, "retrieval", voted.confidence
     return predicted, rule_id, confidence, kept, evidence
 

@@ -339,9 +339,10 @@ def _weigh_vote(
     rules: list[Rule],
     novel: set[int] | None = None,
 ) -> list[str]:
-    """Let the similar cases' vote decide when no rule matched (confidently only when the log's own lines name
-    a failure: ``retrieval.vote_alone``); when a rule did (weakly), the vote can only confirm it (raising its
-    confidence) -- a past case never overrules a matching rule, it is noted."""
+    """Let the similar cases' vote decide when no rule matched -- only when the log's own lines name a failure
+    (``retrieval.vote_alone``; otherwise the vote is a hint in the note and the answer stays Unknown); when a
+    rule did (weakly), the vote can only confirm it (raising its confidence) -- a past case never overrules a
+    matching rule, it is noted."""
     if voted is None:
         return []
     from acme.diagnosis.retrieval import vote_alone
@@ -349,13 +350,12 @@ def _weigh_vote(
     ruled = next((c for c in candidates if c["source"] == "rule"), None)
     if ruled is None:
         alone = vote_alone(voted, signature_lines, rules)
-        candidates.append(_from_vote(alone, signature_lines, rules, novel))
-        if alone.confidence < voted.confidence:
+        if alone is None:
             return [
                 f"similar past cases point at {voted.reason} ({voted.confidence:.2f}), but the log's own "
-                f"lines name no failure (traceback frames, launcher summaries, progress): "
-                f"confidence {alone.confidence:.2f}"
+                f"lines name no failure (traceback frames, launcher summaries, progress): left Unknown"
             ]
+        candidates.append(_from_vote(alone, signature_lines, rules, novel))
         return []
     if voted.reason == ruled["reason"]:
         ruled["confidence"] = max(ruled["confidence"], float(voted.confidence))

@@ -406,3 +406,32 @@ def test_a_whole_gz_log_still_reads(tmp_path):
     path.write_bytes(_gzip_log(1_000))
     lines = list(read_log_lines([(fsspec.filesystem("file"), str(path))]))
     assert len(lines) == 1_000 and lines[-1] == "step 999 loss 0.001000"
+
+
+LAUNCHER_SUMMARY = [
+    "torch.distributed.elastic.multiprocessing.api: [ERROR] failed (exitcode: 1) local_rank: 0 (pid: 4711) of binary: /usr/bin/python",
+]
+
+
+def test_similar_cases_alone_on_lines_that_name_no_failure_are_a_hint_and_the_answer_stays_unknown(lake):
+    """Issue 31: a vote on a launcher summary (which every failure of a kind prints) is no answer."""
+    from acme.diagnosis.compress import compress_log
+    from acme.diagnosis.retrieval import case_from_lines, names_a_failure, signature_lines
+    from acme.diagnosis.rules import load_rules
+
+    past = signature_lines(compress_log(training_log(excerpt=LAUNCHER_SUMMARY, seed=3)))
+    assert not names_a_failure(past, load_rules())
+    case = case_from_lines(
+        "seren", "50", past, reason="KilledBySignal", category=None, attribution="infrastructure",
+        source="operator", confidence=1.0, rules=load_rules(),
+    )  # fmt: skip
+    CaseStore(lake).upsert([case])
+
+    summary = [line.replace("4711", "5150") for line in LAUNCHER_SUMMARY]
+    put_log(lake, "1", training_log(excerpt=summary, seed=4))
+    record = diagnose_job(lake, "seren", {**JOB, "job_id": "1"}, agent=None)
+    assert record.similar_cases and record.similar_cases[0]["case_id"] == "seren/50"
+    assert (record.reason, record.source) == ("Unknown", "none")
+    assert "similar past cases point at KilledBySignal" in record.note and "left Unknown" in record.note
+
+    # When the log's own lines name one, the vote decides: test_unavailable_stub_agent_falls_back_to_retrieval...

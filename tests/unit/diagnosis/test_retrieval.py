@@ -107,7 +107,7 @@ def test_leave_one_out_accuracy_packaged_model():
     embedder = get_embedder("minilm")
     assert embedder.name.startswith("minilm"), retrieval.fallback_reason
     accuracy, precision = report("minilm", *leave_one_out(embedder))
-    assert accuracy >= 0.40 and precision >= 0.6  # measured 0.426 and 0.651
+    assert accuracy >= 0.40 and precision >= 0.6  # measured 0.412 and 0.628 (2026-12-02)
 
 
 def test_the_model_is_loaded_from_the_package_offline_and_once():
