@@ -254,6 +254,43 @@ def _bench_real_file(path: Path, lines_in: int, versions: dict, runs: int) -> di
     return row
 
 
+def _routine_texts(lines: list[str]) -> list[str]:
+    """The distinct texts the filter rules see in ``lines`` (prefix stripped, last carriage-return update), less
+    blank and error lines: each is matched against the rules once."""
+    from acme.diagnosis.compress import is_error_line, strip_prefix
+
+    texts: dict[str, None] = {}
+    for line in lines:
+        segments = [seg for seg in line.split("\r") if seg.strip()] or [line]
+        texts[strip_prefix(segments[-1])[0]] = None
+    return [text for text in texts if text.strip() and not is_error_line(text)]
+
+
+def profile_rules(inputs: dict[str, list[str]], versions: dict, runs: int) -> dict:
+    """CPU milliseconds each filter rule takes on the distinct routine texts of each input (median of ``runs``;
+    every rule on every text, as for a line that no rule matches), and how many it matches."""
+    result: dict = {}
+    for name, lines in inputs.items():
+        texts = _routine_texts(lines)
+        result[name] = {"distinct_routine_texts": len(texts)}
+        for version, (_module, rules) in versions.items():
+            per_rule = {}
+            for rule in rules:
+                search = getattr(rule, "search", None) or rule.pattern.search
+                timings = []
+                for _ in range(runs):
+                    started = time.process_time()
+                    matched = sum(1 for text in texts if search(text))
+                    timings.append(time.process_time() - started)
+                per_rule[rule.id] = {
+                    "cpu_ms": round(statistics.median(timings) * 1000, 1),
+                    "matches": matched,
+                }
+            per_rule["all"] = {"cpu_ms": round(sum(r["cpu_ms"] for r in per_rule.values()), 1)}
+            result[name][version] = per_rule
+    return result
+
+
 def bench_real_logs(total_lines: int, runs: int, before: str | None) -> dict:
     """The real corpus logs once and cycled to ``total_lines`` and the long real log once, this compressor and
     its filter rules beside ``before``'s."""
@@ -271,6 +308,9 @@ def bench_real_logs(total_lines: int, runs: int, before: str | None) -> dict:
             path = Path(tmp) / f"{name}.log"
             path.write_text("\n".join(lines) + "\n", encoding="utf-8")
             result[name] = _bench_real_file(path, len(lines), versions, runs)
+    result["rule_profile"] = profile_rules(
+        {"corpus_once": once, "long_log_once": long_log_lines()}, versions, runs
+    )
     result["load_average_at_end"] = os.getloadavg()
     return result
 
