@@ -237,6 +237,11 @@ class CompressedLog:
         }
 
 
+def _search_of_the_pattern(text: str) -> object:
+    """Stands for "not given" as a FilterRule's search: replaced by rule_search(pattern) when built."""
+    raise AssertionError("a FilterRule's search is set when it is built")
+
+
 @dataclass(frozen=True)
 class FilterRule:
     id: str
@@ -245,10 +250,10 @@ class FilterRule:
     version: int
     keep_first: int | None = None
     # Whether the rule matches a line: what ``pattern.search`` finds, found faster (see rule_search).
-    search: Callable[[str], object] | None = field(default=None, repr=False, compare=False)
+    search: Callable[[str], object] = field(default=_search_of_the_pattern, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        if self.search is None:
+        if self.search is _search_of_the_pattern:
             object.__setattr__(self, "search", rule_search(self.pattern))
 
 

@@ -111,7 +111,9 @@ def _plain_rules(rule_list: list[FilterRule], regexes: dict[str, str]) -> list[F
     out = []
     for rule in rule_list:
         pattern = re.compile(regexes.get(rule.id, rule.pattern.pattern))
-        out.append(FilterRule(rule.id, pattern, rule.description, rule.version, rule.keep_first, pattern.search))
+        out.append(
+            FilterRule(rule.id, pattern, rule.description, rule.version, rule.keep_first, pattern.search)
+        )
     return out
 
 
@@ -133,7 +135,14 @@ def test_the_compressed_logs_are_the_same_as_with_the_plain_rules(source):
 
 
 def test_top_level_alternatives_skip_groups_classes_and_escapes():
-    assert top_level_alternatives(r"a|b(c|d)|[|]x|\||[]|]|[^]|]y") == ["a", "b(c|d)", "[|]x", r"\|", "[]|]", "[^]|]y"]
+    assert top_level_alternatives(r"a|b(c|d)|[|]x|\||[]|]|[^]|]y") == [
+        "a",
+        "b(c|d)",
+        "[|]x",
+        r"\|",
+        "[]|]",
+        "[^]|]y",
+    ]
     assert top_level_alternatives(r"^a(?i:b|c)") == [r"^a(?i:b|c)"]
 
 
