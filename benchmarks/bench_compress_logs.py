@@ -10,8 +10,10 @@
 4. **BGL** (loghub, 2,000 lines): every alert line (Label != '-', read here only as the oracle) kept,
    drop ratio.
 5. **Real logs** (issue 27): the 68 real job logs of tests/fixtures/diagnosis/corpus/ (logs/ and baselines/,
-   93,437 lines) concatenated in name order, once and cycled to ``--real-lines`` (default 400,000), compressed
-   from a file; with ``--before REF`` the compressor of git revision REF runs on the same files, alternated
+   93,437 lines) concatenated in name order, once and cycled to ``--real-lines`` (default 400,000), and one
+   real long log of a single job, once (``benchmarks/data/``, 86,809 lines: an MLPerf v0.7 Mask R-CNN run on
+   16 DGX-2H nodes; provenance in benchmarks/data/SOURCES.md), each compressed from a plain file; with
+   ``--before REF`` the compressor and filter rules of git revision REF run on the same files, alternated
    with this one in the same process (CPU seconds, median of ``--runs``), and their outputs are compared.
 
 Results go to benchmarks/results/compress_logs.json (``--real-only``: results/compress_real_logs.json).
@@ -42,6 +44,8 @@ BGL = ROOT.parent / "shared" / "reference" / "loghub_2k" / "BGL"
 LABELLED = ROOT / "tests" / "fixtures" / "diagnosis" / "labelled_errors.yaml"
 CORPUS = ROOT / "tests" / "fixtures" / "diagnosis" / "corpus"
 REAL_RESULTS = ROOT / "benchmarks" / "results" / "compress_real_logs.json"
+LONG_LOG = ROOT / "benchmarks" / "data" / "mlperf-v0.7-nvidia-maskrcnn-dgx2h-n16-result_3.log.gz"
+FILTER_RULES = "include/diagnosis/filter_rules.yaml"
 
 
 def _all_errors_kept(compressed, wanted: list[str]) -> tuple[bool, int]:
@@ -185,22 +189,34 @@ def real_corpus_lines() -> list[str]:
     return lines
 
 
-def _compressor_at(revision: str):
-    """The compress module of git ``revision``, loaded beside the working tree's (it imports only acme)."""
-    source = subprocess.run(
-        ["git", "show", f"{revision}:plugins/acme/diagnosis/compress.py"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=True,
+def long_log_lines() -> list[str]:
+    """The lines of the bundled real long log of one job (see benchmarks/data/SOURCES.md)."""
+    text = gzip.decompress(LONG_LOG.read_bytes()).decode("utf-8", errors="replace")
+    return text.removesuffix("\n").split("\n")
+
+
+def _git_show(revision: str, path: str) -> str:
+    return subprocess.run(
+        ["git", "show", f"{revision}:{path}"], cwd=ROOT, capture_output=True, text=True, check=True
     ).stdout
+
+
+def _compressor_at(revision: str):
+    """The compress module of git ``revision`` and its filter rules, loaded beside the working tree's (the
+    module imports only acme)."""
+    import yaml
+
+    source = _git_show(revision, "plugins/acme/diagnosis/compress.py")
     folder = Path(tempfile.mkdtemp(prefix="compress-before-"))
     (folder / "compress_before.py").write_text(source, encoding="utf-8")
     spec = importlib.util.spec_from_file_location("compress_before", folder / "compress_before.py")
     module = importlib.util.module_from_spec(spec)
     sys.modules["compress_before"] = module  # dataclasses look their module up there
     spec.loader.exec_module(module)
-    return module
+    rules = module.parse_filter_rules(
+        yaml.safe_load(_git_show(revision, FILTER_RULES)), f"{revision}:{FILTER_RULES}"
+    )
+    return module, rules
 
 
 def _timed(module, path: Path, rules) -> tuple[float, float, dict]:
@@ -213,14 +229,11 @@ def _timed(module, path: Path, rules) -> tuple[float, float, dict]:
 
 
 def _bench_real_file(path: Path, lines_in: int, versions: dict, runs: int) -> dict:
-    from acme.diagnosis.compress import load_filter_rules
-
-    rules = load_filter_rules()
     cpu: dict[str, list[float]] = {name: [] for name in versions}
     wall: dict[str, list[float]] = {name: [] for name in versions}
     outputs: dict[str, dict] = {}
     for _ in range(runs):
-        for name, module in versions.items():  # alternated, so both see the same load
+        for name, (module, rules) in versions.items():  # alternated, so both see the same load
             seconds, elapsed, outputs[name] = _timed(module, path, rules)
             cpu[name].append(seconds)
             wall[name].append(elapsed)
@@ -241,21 +254,63 @@ def _bench_real_file(path: Path, lines_in: int, versions: dict, runs: int) -> di
     return row
 
 
+def _routine_texts(lines: list[str]) -> list[str]:
+    """The distinct texts the filter rules see in ``lines`` (prefix stripped, last carriage-return update), less
+    blank and error lines: each is matched against the rules once."""
+    from acme.diagnosis.compress import is_error_line, strip_prefix
+
+    texts: dict[str, None] = {}
+    for line in lines:
+        segments = [seg for seg in line.split("\r") if seg.strip()] or [line]
+        texts[strip_prefix(segments[-1])[0]] = None
+    return [text for text in texts if text.strip() and not is_error_line(text)]
+
+
+def profile_rules(inputs: dict[str, list[str]], versions: dict, runs: int) -> dict:
+    """CPU milliseconds each filter rule takes on the distinct routine texts of each input (median of ``runs``;
+    every rule on every text, as for a line that no rule matches), and how many it matches."""
+    result: dict = {}
+    for name, lines in inputs.items():
+        texts = _routine_texts(lines)
+        result[name] = {"distinct_routine_texts": len(texts)}
+        for version, (_module, rules) in versions.items():
+            per_rule = {}
+            for rule in rules:
+                search = getattr(rule, "search", None) or rule.pattern.search
+                timings = []
+                for _ in range(runs):
+                    started = time.process_time()
+                    matched = sum(1 for text in texts if search(text))
+                    timings.append(time.process_time() - started)
+                per_rule[rule.id] = {
+                    "cpu_ms": round(statistics.median(timings) * 1000, 1),
+                    "matches": matched,
+                }
+            per_rule["all"] = {"cpu_ms": round(sum(r["cpu_ms"] for r in per_rule.values()), 1)}
+            result[name][version] = per_rule
+    return result
+
+
 def bench_real_logs(total_lines: int, runs: int, before: str | None) -> dict:
-    """The real corpus logs once and cycled to ``total_lines``, this compressor beside ``before``'s."""
+    """The real corpus logs once and cycled to ``total_lines`` and the long real log once, this compressor and
+    its filter rules beside ``before``'s."""
     from acme.diagnosis import compress
 
-    versions = (
-        {"after": compress} if before is None else {"before": _compressor_at(before), "after": compress}
-    )
+    versions = {"after": (compress, compress.load_filter_rules())}
+    if before is not None:
+        versions = {"before": _compressor_at(before), **versions}
     once = real_corpus_lines()
     cycled = (once * (total_lines // len(once) + 1))[:total_lines]
     result: dict = {"before": before, "load_average_at_start": os.getloadavg()}
     with tempfile.TemporaryDirectory() as tmp:
-        for name, lines in (("corpus_once", once), ("corpus_cycled", cycled)):
+        inputs = (("corpus_once", once), ("corpus_cycled", cycled), ("long_log_once", long_log_lines()))
+        for name, lines in inputs:
             path = Path(tmp) / f"{name}.log"
             path.write_text("\n".join(lines) + "\n", encoding="utf-8")
             result[name] = _bench_real_file(path, len(lines), versions, runs)
+    result["rule_profile"] = profile_rules(
+        {"corpus_once": once, "long_log_once": long_log_lines()}, versions, runs
+    )
     result["load_average_at_end"] = os.getloadavg()
     return result
 
