@@ -419,6 +419,33 @@ def signal_outcome(signal: int) -> tuple[str, int] | None:
     return _SIGNAL_OUTCOME.get(signal)
 
 
+# ------------------------------------------------------------------------------------------------ teardown
+# A launcher's report that one of its workers failed, with its exit status: torchrun's agent ("failed
+# (exitcode: 1) local_rank: 0 (pid: 123) of binary: ...") and DeepSpeed's launcher ("[...] ['python', ...]
+# exits with return code = 1").
+_WORKER_FAILED_RES = (
+    re.compile(r"failed \(exitcode: -?\d+\) local_rank: \d+ \(pid: \d+\) of binary"),
+    re.compile(r"\] exits with return code = -?\d+\b"),
+)
+# What breaks when the job tears itself down after that report: the other nodes' agents lose the rendezvous
+# store the failed node's agent hosted, and their sockets are reset.
+TEARDOWN_REASONS = frozenset({"ConnectionError"})
+
+
+def worker_failure_line(kept: Sequence[tuple[int, str]]) -> int | None:
+    """The first line where a launcher reports a worker failed (torchrun, DeepSpeed), or None.
+
+    Connection errors logged after it are the job's teardown (the rendezvous store's host has exited), not
+    its cause; logged before it, they can be the cause, and they stay."""
+    from acme.diagnosis.compress import strip_prefix
+
+    for number, raw in kept:
+        text = strip_prefix(raw.split("\r")[-1])[0]
+        if any(pattern.search(text) for pattern in _WORKER_FAILED_RES):
+            return number
+    return None
+
+
 # ------------------------------------------------------------------------------------------------ combining
 GENERIC_EXCEPTION_PRIORITY = 62  # rules at or below this priority that name a builtin exception
 

@@ -201,15 +201,27 @@ def diagnose_lines(kept: Iterable[tuple[int, str]], rules: list[Rule] | None = N
     (the generic exception rules count only exceptions the log shows raised, and never a warning record),
     operating-system errors inside exception texts, and signals as the launchers report them, read with the
     scheduler's statement of who ended the job."""
-    from acme.diagnosis.rootcause import layer_candidates, raised_exceptions
+    from acme.diagnosis.rootcause import (
+        TEARDOWN_REASONS,
+        layer_candidates,
+        raised_exceptions,
+        worker_failure_line,
+    )
 
     rules = rules if rules is not None else load_rules()
     kept = list(kept)
     raised = raised_exceptions(kept)
     by_id = {r.id: r for r in rules}
     matches = _rule_matches(kept, rules, {exc.line for exc in raised})
+    failed_at = worker_failure_line(kept)
+    if failed_at is not None:  # connection errors after a launcher reported a worker failed: the teardown
+        matches = _before_teardown(matches, by_id, failed_at)
     best = _best_rule(matches, by_id)
-    candidates = sorted(layer_candidates(kept, rules, raised), key=lambda c: (-c.priority, c.line))
+    candidates = [
+        c for c in layer_candidates(kept, rules, raised)
+        if failed_at is None or c.reason not in TEARDOWN_REASONS or c.line < failed_at
+    ]  # fmt: skip
+    candidates.sort(key=lambda c: (-c.priority, c.line))
     layer = candidates[0] if candidates else None
     if layer is not None and (
         best is None or (layer.priority, -layer.line) > _rule_key(best, matches, by_id)
@@ -243,6 +255,21 @@ def _rule_matches(
             if rule.search(text):
                 matches.setdefault(rule.id, []).append((number, text))
     return matches
+
+
+def _before_teardown(
+    matches: dict[str, list[tuple[int, str]]], by_id: dict[str, Rule], failed_at: int
+) -> dict[str, list[tuple[int, str]]]:
+    """``matches`` without the teardown reasons' lines logged after the launcher's first worker failure."""
+    from acme.diagnosis.rootcause import TEARDOWN_REASONS
+
+    out = {}
+    for rid, found in matches.items():
+        if by_id[rid].reason in TEARDOWN_REASONS:
+            found = [(n, t) for n, t in found if n < failed_at]
+        if found:
+            out[rid] = found
+    return out
 
 
 def _best_rule(matches: dict[str, list[tuple[int, str]]], by_id: dict[str, Rule]) -> str | None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import gzip
 
 import pytest
-from benchmarks.bench_diagnosis_accuracy import GOALS, NEW_BATCH, evaluate, load_corpus, rules_without
+from benchmarks.bench_diagnosis_accuracy import GOALS, evaluate, load_corpus, rules_without
 
 from acme.diagnosis.rules import EXTRA_REASONS, TAXONOMY, UNKNOWN, load_rules
 
@@ -119,16 +119,28 @@ def test_confidently_wrong_answers_stay_rare_with_retrieval(result):
         )
 
 
-def test_the_newest_batch_meets_the_first_contact_goal(result):
-    """The newest batch of whole logs (logs.yaml's ``batch``), scored now: at least 85% right. Its figure at
-    first contact, before the changes made for it, is in docs/diagnosis-accuracy.md."""
-    batches = result["variants"]["rules"]["logs"]["batches"]
-    batch = batches[NEW_BATCH]
-    print(f"\nbatch {NEW_BATCH}: {batch['right']} of {batch['total']} right, confidently wrong "
+def _batches_in_corpus_order() -> list[str]:
+    """The first-contact batches of logs.yaml (``batch``), oldest first: the order they were added in."""
+    _, logs = load_corpus()
+    return list(dict.fromkeys(log.batch for log in logs if log.batch))
+
+
+def test_the_newest_batch_is_the_last_one_added():
+    batches = _batches_in_corpus_order()
+    assert batches[:2] == ["issue31", "issue31b"], batches  # a later batch goes after these
+
+
+@pytest.mark.parametrize("batch_name", _batches_in_corpus_order())
+def test_every_first_contact_batch_meets_the_goal(result, batch_name):
+    """Each batch of whole logs (logs.yaml's ``batch``; the newest is the last added), scored now: at least 20
+    whole logs, at least 85% right, at most 2% confidently wrong. Its figures at first contact, before the
+    changes made for it, are in docs/diagnosis-accuracy.md."""
+    batch = result["variants"]["rules"]["logs"]["batches"][batch_name]
+    print(f"\nbatch {batch_name}: {batch['right']} of {batch['total']} right, confidently wrong "
           f"{batch['confidently_wrong']:.3f}, Unknown {batch['unknown_share']:.3f}, evidence holds a decisive "
           f"line {batch['evidence_has_decisive']:.3f}; misses {batch['misses']}")  # fmt: skip
     _, logs = load_corpus()
-    assert batch["total"] >= 20 and all(not log.excerpt for log in logs if log.batch == NEW_BATCH)
+    assert batch["total"] >= 20 and all(not log.excerpt for log in logs if log.batch == batch_name)
     assert batch["reason"] >= GOALS["new_batch_reason"]
     assert batch["confidently_wrong"] <= GOALS["log_confidently_wrong"]
 
@@ -136,6 +148,8 @@ def test_the_newest_batch_meets_the_first_contact_goal(result):
 # The logs diagnosed wrong, each explained in docs/diagnosis-accuracy.md ("Every miss, and why").
 DOCUMENTED_LOG_MISSES = {
     "bigscience-tr1-13b-faulty-gpu-oom",  # needs the job history (same node, previous ECC crash)
+    # issue31b: Hydra's override error is no error line for the compressor, so no rule sees it (Unknown)
+    "nersc-pm-nemo-megatron-gpt-hydra-ambiguous-override",
 }
 
 

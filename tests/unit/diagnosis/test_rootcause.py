@@ -18,6 +18,7 @@ from acme.diagnosis.rootcause import (
     origin_of,
     raised_exceptions,
     reason_of_exception,
+    worker_failure_line,
 )
 from acme.diagnosis.rules import diagnose_lines, load_rules
 
@@ -243,3 +244,32 @@ torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.44 GiB. GPU 0 ha
 )
 def test_the_innermost_frame_says_where_it_was_raised(path, origin):
     assert origin_of(["/home/u/proj/main.py", path]) == origin
+
+
+# torchrun's agents after one node's workers failed: the agent hosting the c10d store exits, and the other
+# nodes' agents lose it. Their connection errors are the teardown, not the cause.
+TEARDOWN = """
+E0207 17:32:12.377000 140552122837888 torch/distributed/elastic/multiprocessing/api.py:833] failed (exitcode: 1) local_rank: 0 (pid: 1687537) of binary: /env/bin/python3.10
+torch.distributed.elastic.multiprocessing.errors.ChildFailedError:
+torch.distributed.DistNetworkError: Connection reset by peer
+torch.distributed.elastic.rendezvous.api.RendezvousConnectionError: The connection to the C10d store has failed. See inner exception for details.
+"""
+
+
+def test_connection_errors_after_a_worker_failure_are_the_teardown():
+    # The rules alone: ConnectionError (0.5), a confident wrong answer for a job whose workers failed first.
+    assert diagnose_lines(_numbered(TEARDOWN), load_rules()).reason == "Unknown"
+    assert worker_failure_line(_numbered(TEARDOWN)) == 1
+    deepspeed = "[2024-01-01 00:00:00,000] [ERROR] [launch.py:321:sigkill_handler] ['/env/bin/python', '-u', 'train.py'] exits with return code = 1"
+    assert worker_failure_line([(7, deepspeed)]) == 7
+
+
+def test_a_connection_error_before_any_worker_failure_is_still_the_cause():
+    lines = _numbered(TEARDOWN)
+    reordered = [(1, lines[3][1]), (2, lines[2][1]), (3, lines[0][1])]
+    assert diagnose_lines(reordered, load_rules()).reason == "ConnectionError"
+
+
+def test_tensorflows_allocator_reports_out_of_memory():
+    text = "tensorflow.python.framework.errors_impl.ResourceExhaustedError: OOM when allocating tensor with shape[2,64,400,112,112] and type float on /job:localhost/replica:0/task:0/device:GPU:0 by allocator GPU_0_bfc"
+    assert diagnose_lines([(1, text)], load_rules()).reason == "OutOfMemoryError"
