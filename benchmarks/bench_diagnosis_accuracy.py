@@ -49,7 +49,6 @@ GOALS = {
     "line_confidently_wrong": 0.02, "log_confidently_wrong": 0.02, "new_batch_reason": 0.85,
 }  # fmt: skip
 CONFIDENT = 0.5  # a wrong answer at this confidence or more is "confidently wrong"
-NEW_BATCH = "issue31"  # the batch of logs.yaml scored at first contact most recently
 RETRIEVAL_K = 5
 
 

@@ -489,12 +489,13 @@ def _first_rank(voters: list[SimilarCase], reason: str) -> int:
 # line accuracy from 95.7% to 92.0% (issue 31); as hints they lower nothing.
 
 # Error lines that report a failure without naming it, so a vote on them alone is a hint: the C++ runtime's
-# wrapper (its ``what():`` line names the error), torchelastic stopping the other workers after one failed, and
-# srun's exit status (its ``task N: Killed`` signal reports are not this). They stay in signatures: the class
-# a wrapper names helps find the same failure.
+# wrapper (its ``what():`` line names the error), torchelastic stopping the other workers after one failed and
+# the title of its error summary, and srun's exit status (its ``task N: Killed`` signal reports are not this).
+# They stay in signatures: the class a wrapper names helps find the same failure.
 _UNNAMED_FAILURE_RE = re.compile(
     r"^\s*terminate called after throwing an instance of '[^']*'\s*$|Sending process \d+ closing signal"
     r"|srun: error: \S+: tasks? [\d,-]+: Exited with exit code \d+"
+    r"|^\s*\S+\.py FAILED\s*$"  # the title of torchelastic's error summary (its Root Cause table follows)
 )
 # A raised exception as Python prints it after the frames (``widgetlib.FluxCapacitorFault: drained ...``).
 _RAISED_RE = re.compile(r"^\s*(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Fault|Failure|Interrupt)\b:?")
@@ -504,17 +505,27 @@ def names_a_failure(lines: Iterable[tuple[int, str]], rules: list[Rule] | None =
     """Whether the lines a signature is made of (:func:`decisive_lines`) hold one error line of the failure's
     own: an error line (``acme.diagnosis.compress.is_error_line``) or a raised exception, that is not a
     traceback frame, launcher boilerplate (``failed (exitcode: 1)``, the error summary's ``exitcode : 1``) or
-    an error line that names no failure (``terminate called after throwing ...``, srun's exit status).
-    Progress and metrics lines are neither."""
+    an error line that names no failure (``terminate called after throwing ...``, srun's exit status), nor
+    a connection error of the teardown after a launcher reported a worker failed
+    (``rootcause.worker_failure_line``). Progress and metrics lines are neither."""
     from acme.diagnosis.compress import is_error_line
+    from acme.diagnosis.rootcause import TEARDOWN_REASONS, worker_failure_line
 
-    for _, text in decisive_lines(list(lines), rules):
+    lines = list(lines)
+    failed_at = worker_failure_line(lines)
+    for number, text in decisive_lines(lines, rules):
         bare = strip_prefix_text(text)
         if _tier(bare, rules) == "weak" or _UNNAMED_FAILURE_RE.search(bare):
             continue
+        if failed_at is not None and number > failed_at and _is_teardown(bare, rules, TEARDOWN_REASONS):
+            continue  # the job's teardown after a launcher reported a worker failed, as the rules read it
         if is_error_line(bare) or _RAISED_RE.match(bare):
             return True
     return False
+
+
+def _is_teardown(text: str, rules: list[Rule] | None, reasons: frozenset[str]) -> bool:
+    return any(r.reason in reasons and r.search(text) for r in rules or ())
 
 
 def vote_alone(voted: Vote, lines: Iterable[tuple[int, str]], rules: list[Rule] | None = None) -> Vote | None:
