@@ -360,7 +360,9 @@ def preload_in_background():
 
     The command line parses the input meanwhile: DuckDB releases the GIL while it reads.
     """
-    thread = threading.Thread(target=import_great_expectations, name="preload-great-expectations", daemon=True)
+    thread = threading.Thread(
+        target=import_great_expectations, name="preload-great-expectations", daemon=True
+    )
     thread.start()
     return thread
 
