@@ -419,8 +419,7 @@ def _stand_ins(names: tuple[str, ...]) -> dict[str, _DeferredModule]:
         if spec is None:
             continue  # not installed: great-expectations says what it misses
         module = _DeferredModule(name)
-        module.__spec__ = spec
-        module.__loader__ = spec.loader
+        vars(module).update(__spec__=spec, __loader__=spec.loader)
         sys.modules[name] = placed[name] = module
     return placed
 
