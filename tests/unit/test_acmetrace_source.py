@@ -169,6 +169,27 @@ def test_blank_lines_are_not_rows_and_do_not_shift_line_numbers(tmp_path, seren_
     assert list(parse_to_frame(crlf, "seren").jobs["source_line"]) == [2, 4, 6]
 
 
+def test_lines_after_the_header_are_counted_as_the_blank_line_search_needs(tmp_path, seren_sample):
+    """The newline count decides whether the blank-line search can be skipped: it must count a
+    last line without its newline, blank lines and CRLF lines, and the line numbers of a file with
+    blank lines and rejected lines must come out as the search gives them."""
+    from acme.jobs.acmetrace import _data_lines
+
+    assert _data_lines(b"h\na\nb\n") == _data_lines(b"h\na\nb") == 2
+    assert _data_lines(b"h\r\na\r\n\r\nb\r\n") == 3
+    assert _data_lines(b"h\n") == _data_lines(b"h") == 0
+    assert _data_lines(b"") == 0
+    lines = seren_sample.read_text().splitlines()
+    broken = lines[2].split(",")
+    broken[3] = "x"  # gpu_num: the CSV reader rejects the line
+    text = "\n".join([lines[0], lines[1], ",".join(broken), "", lines[3], lines[4]])  # no final newline
+    result = parse_to_frame(write(tmp_path, "mixed.csv", text), "seren")
+    assert list(result.jobs["source_line"]) == [2, 5, 6]
+    assert list(result.rejects["source_line"]) == [3]
+    clean = parse_to_frame(write(tmp_path, "clean.csv", "\n".join(lines[:4])), "seren")
+    assert list(clean.jobs["source_line"]) == [2, 3, 4]
+
+
 def test_a_file_the_csv_reader_cannot_follow_is_a_clear_error(tmp_path, seren_sample):
     lines = seren_sample.read_text().splitlines()
     text = "\n".join([lines[0], lines[1], "\r", lines[2]]) + "\n"  # a stray carriage return

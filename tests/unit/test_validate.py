@@ -173,3 +173,43 @@ def test_the_arrow_path_rejects_the_same_rows_as_the_frame_path(seren_jobs):
     assert reasons_by_line(outcome) == expected
     assert outcome.accepted["source_line"].to_pylist() == [5, 6]
     assert json.loads(outcome.rejected.set_index("source_line").loc[4, "record"])["state"] == "EXPLODED"
+
+
+def test_great_expectations_is_imported_without_the_modules_the_suite_never_uses():
+    """scipy.stats and altair (KL-divergence and KS-test expectations, charts) stay unloaded through
+    the import and a validation, in a fresh interpreter; great-expectations' references to them
+    load them on first use, and code importing them afterwards gets the real modules."""
+    import subprocess
+    import sys
+
+    script = """
+import sys
+from acme.jobs.validate import import_great_expectations, validate_jobs
+from acme.jobs.schema import jobs_from_arrow
+from acme.jobs.acmetrace import parse_acmetrace_table
+gx = import_great_expectations()
+jobs = jobs_from_arrow(parse_acmetrace_table(sys.argv[1], "seren").jobs)
+assert validate_jobs(jobs, layout="seren", source_file="s").rejected.empty
+assert not any(name.startswith(("scipy.stats", "scipy.linalg", "altair")) for name in sys.modules)
+from great_expectations.expectations.core import expect_column_kl_divergence_to_be_less_than as kl
+assert abs(kl.stats.entropy([0.5, 0.5], [0.5, 0.5])) < 1e-12  # loaded on first use
+import scipy.stats
+assert sys.modules["scipy.stats"] is scipy.stats and type(scipy.stats).__name__ == "module"
+assert scipy.stats.norm.cdf(0) == 0.5
+print("ok")
+"""
+    from acme import settings
+
+    sample = settings.project().reference_dir / "acmetrace" / "samples" / "trace_seren_sample.csv"
+    import os
+    from pathlib import Path
+
+    import acme
+
+    plugins = str(Path(acme.__file__).parents[1])  # this checkout's package, not an installed one
+    environ = {**os.environ, "PYTHONPATH": plugins, "GX_ANALYTICS_ENABLED": "false"}
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(sample)], capture_output=True, text=True, timeout=120, env=environ
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "ok"

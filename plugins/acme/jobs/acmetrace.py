@@ -340,20 +340,36 @@ def _accepted_line_numbers(path: str, rejected_lines: list[int], accepted: int) 
 
     import numpy as np
 
+    readable_lines = accepted + len(set(rejected_lines))
     if path.endswith(".gz"):
         with gzip.open(path, "rb") as handle:
             data: bytes | mmap.mmap = handle.read()
-        blank = _blank_lines(data)
+        blank = [] if _data_lines(data) == readable_lines else _blank_lines(data)
     else:
         with open(path, "rb") as handle:
             if not Path(path).stat().st_size:
                 return np.zeros(0, dtype=np.int64) if accepted == 0 else None
             with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as data:
-                blank = _blank_lines(data)
+                blank = [] if _data_lines(data) == readable_lines else _blank_lines(data)
     excluded = np.array(sorted(set(blank) | set(rejected_lines)), dtype=np.int64)
     candidates = np.arange(2, 2 + accepted + len(excluded), dtype=np.int64)
     kept = candidates[~np.isin(candidates, excluded)][:accepted] if len(excluded) else candidates
     return kept if len(kept) == accepted else None
+
+
+def _data_lines(data) -> int:
+    """Lines after the header (a last line without its newline counts). When there are as many as
+    the rows read plus the lines rejected, no line is blank (nor a quoted field spanning lines), and
+    the search for blank lines is skipped: counting newlines with numpy takes a tenth of its time."""
+    import numpy as np
+
+    chunk = 1 << 24  # 16 MB at a time: the comparison's temporary stays small
+    newlines = 0
+    for start in range(0, len(data), chunk):
+        count = min(chunk, len(data) - start)
+        newlines += int(np.count_nonzero(np.frombuffer(data, np.uint8, count, start) == 10))  # no copy
+    unterminated = 1 if len(data) and data[len(data) - 1 : len(data)] != b"\n" else 0
+    return max(newlines + unterminated - 1, 0)
 
 
 def _blank_lines(data) -> list[int]:

@@ -126,3 +126,39 @@ def test_pipelined_ingest_writes_what_the_sequential_path_writes(tmp_path, seren
         "start_time before submit_time; negative queue_s; source duration differs from end − start",
         "unknown state",
     ]
+
+
+def test_rows_out_of_partition_order_are_sorted_as_the_merge_sorts_them(tmp_path, seren_days):
+    """The sort of each day is skipped only for rows already in partition order (submit time,
+    then job id): rows in reverse, and rows of one second out of job-id order, are encoded as
+    the merge path orders them."""
+    import pyarrow as pa
+
+    from acme.jobs.ingest import _day_slices, _in_partition_order
+
+    job_input = JobInput("seren", "acmetrace", str(seren_days))
+    table = parse_to_table(job_input, seren_days).table
+    ordered, days, _ = _day_slices(table, None)
+    assert _in_partition_order(ordered, days)
+    reverse = table.take(pa.array(range(table.num_rows - 1, -1, -1)))
+    same_second = table.set_column(
+        table.schema.get_field_index("submit_time"),
+        "submit_time",
+        pa.array([table["submit_time"][0].as_py()] * table.num_rows, table.schema.field("submit_time").type),
+    ).take(pa.array([1, 0, *range(2, table.num_rows)]))
+    for shuffled in (reverse, same_second):
+        rows, shuffled_days, _ = _day_slices(shuffled, None)
+        assert not _in_partition_order(rows, shuffled_days)
+        results = {}
+        for name, prepare_all in (("ahead", True), ("merge", False)):
+            root = tmp_path / f"{name}-{id(shuffled)}"
+            parsed = parse_to_table(job_input, seren_days)
+            parsed.table = None
+            if prepare_all:
+                validate_while_preparing(
+                    Lake(str(root)), job_input, shuffled, parsed, MAX_SHARE, prepare_all=True
+                )
+            else:
+                validate_and_publish(Lake(str(root)), job_input, shuffled, parsed, MAX_SHARE)
+            results[name] = lake_contents(root)
+        assert results["ahead"] == results["merge"]
