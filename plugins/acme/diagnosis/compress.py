@@ -165,7 +165,7 @@ _STRONG_ERROR_RE = re.compile(
       | ^\s*\[?E\d{0,4}[\s\]]\S|\[E\ [\w.]+:\d+\]|^\s*E\d{4}\ \d
       | Watchdog\ caught|watchdog\ thread\ terminated|DUE\ TO\ (?:NODE\ FAILURE|TIME\ LIMIT)|NODE_FAIL
       | slurmstepd:\ error|\berror:\ unrecognized\ arguments|\berror:\ (?:argument|the\ following)
-      | \bTERM_[A-Z_]+:""",
+      | \bTERM_[A-Z_]+:|^\s*(?:Ambiguous\ value\ for\ argument|Could\ not\ override)\ '""",
     re.VERBOSE,
 )
 _WEAK_ERROR_RE = re.compile(
@@ -482,7 +482,7 @@ _ERROR_TRIGGERS = (
     "timeout", "refused", "unreachable", "connection reset", "connection closed", "no space left",
     "permission denied", "no such file", "fault", "evicted", "preempt", "low on resource", "lost",
     "got completion", "loss is", "| nan", "| inf", "cannot connect", "unable to connect", "exhausted",
-    "interrupt", "death signal", "term_",
+    "interrupt", "death signal", "term_", "ambiguous value for argument", "could not override",
 )  # fmt: skip
 
 

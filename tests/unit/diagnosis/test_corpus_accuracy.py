@@ -148,8 +148,6 @@ def test_every_first_contact_batch_meets_the_goal(result, batch_name):
 # The logs diagnosed wrong, each explained in docs/diagnosis-accuracy.md ("Every miss, and why").
 DOCUMENTED_LOG_MISSES = {
     "bigscience-tr1-13b-faulty-gpu-oom",  # needs the job history (same node, previous ECC crash)
-    # issue31b: Hydra's override error is no error line for the compressor, so no rule sees it (Unknown)
-    "nersc-pm-nemo-megatron-gpt-hydra-ambiguous-override",
 }
 
 

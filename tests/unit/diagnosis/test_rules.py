@@ -298,6 +298,9 @@ def test_lsf_termination_reasons_are_scheduler_outcomes():
          "length=131072, access=0xf) failed: Bad address", "NetworkError"),
         # A DALI reader operator that could not be built: the input pipeline cannot read its data.
         ("Error when constructing operator: readers___TFRecord encountered:", "DatasetLoadingError"),
+        # Hydra's override parser (NeMo's launcher): a comma in a value, an override of a key not in the config.
+        ("Ambiguous value for argument 'model.data.splits_string=980,10,10'", "ArgumentError"),
+        ("Could not override 'trainer.devise'.", "ArgumentError"),
     ],
 )  # fmt: skip
 def test_tool_message_formats_are_general_signatures(line, reason):
