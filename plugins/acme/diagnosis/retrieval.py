@@ -509,7 +509,7 @@ def names_a_failure(lines: Iterable[tuple[int, str]], rules: list[Rule] | None =
     a connection error of the teardown after a launcher reported a worker failed
     (``rootcause.worker_failure_line``). Progress and metrics lines are neither."""
     from acme.diagnosis.compress import is_error_line
-    from acme.diagnosis.rootcause import TEARDOWN_REASONS, worker_failure_line
+    from acme.diagnosis.rootcause import in_teardown, worker_failure_line
 
     lines = list(lines)
     failed_at = worker_failure_line(lines)
@@ -517,15 +517,11 @@ def names_a_failure(lines: Iterable[tuple[int, str]], rules: list[Rule] | None =
         bare = strip_prefix_text(text)
         if _tier(bare, rules) == "weak" or _UNNAMED_FAILURE_RE.search(bare):
             continue
-        if failed_at is not None and number > failed_at and _is_teardown(bare, rules, TEARDOWN_REASONS):
+        if any(in_teardown(r.reason, number, failed_at) and r.search(bare) for r in rules or ()):
             continue  # the job's teardown after a launcher reported a worker failed, as the rules read it
         if is_error_line(bare) or _RAISED_RE.match(bare):
             return True
     return False
-
-
-def _is_teardown(text: str, rules: list[Rule] | None, reasons: frozenset[str]) -> bool:
-    return any(r.reason in reasons and r.search(text) for r in rules or ())
 
 
 def vote_alone(voted: Vote, lines: Iterable[tuple[int, str]], rules: list[Rule] | None = None) -> Vote | None:

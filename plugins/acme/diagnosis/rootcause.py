@@ -432,6 +432,12 @@ _WORKER_FAILED_RES = (
 TEARDOWN_REASONS = frozenset({"ConnectionError"})
 
 
+def in_teardown(reason: str, line: int, failed_at: int | None) -> bool:
+    """Whether a ``reason`` found at ``line`` is the job's teardown: a connection error logged after the
+    launcher's worker-failure report at ``failed_at`` (:func:`worker_failure_line`)."""
+    return failed_at is not None and reason in TEARDOWN_REASONS and line >= failed_at
+
+
 def worker_failure_line(kept: Sequence[tuple[int, str]]) -> int | None:
     """The first line where a launcher reports a worker failed (torchrun, DeepSpeed), or None.
 

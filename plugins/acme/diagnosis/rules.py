@@ -202,7 +202,7 @@ def diagnose_lines(kept: Iterable[tuple[int, str]], rules: list[Rule] | None = N
     operating-system errors inside exception texts, and signals as the launchers report them, read with the
     scheduler's statement of who ended the job."""
     from acme.diagnosis.rootcause import (
-        TEARDOWN_REASONS,
+        in_teardown,
         layer_candidates,
         raised_exceptions,
         worker_failure_line,
@@ -218,9 +218,8 @@ def diagnose_lines(kept: Iterable[tuple[int, str]], rules: list[Rule] | None = N
         matches = _before_teardown(matches, by_id, failed_at)
     best = _best_rule(matches, by_id)
     candidates = [
-        c for c in layer_candidates(kept, rules, raised)
-        if failed_at is None or c.reason not in TEARDOWN_REASONS or c.line < failed_at
-    ]  # fmt: skip
+        c for c in layer_candidates(kept, rules, raised) if not in_teardown(c.reason, c.line, failed_at)
+    ]
     candidates.sort(key=lambda c: (-c.priority, c.line))
     layer = candidates[0] if candidates else None
     if layer is not None and (
@@ -261,12 +260,11 @@ def _before_teardown(
     matches: dict[str, list[tuple[int, str]]], by_id: dict[str, Rule], failed_at: int
 ) -> dict[str, list[tuple[int, str]]]:
     """``matches`` without the teardown reasons' lines logged after the launcher's first worker failure."""
-    from acme.diagnosis.rootcause import TEARDOWN_REASONS
+    from acme.diagnosis.rootcause import in_teardown
 
     out = {}
     for rid, found in matches.items():
-        if by_id[rid].reason in TEARDOWN_REASONS:
-            found = [(n, t) for n, t in found if n < failed_at]
+        found = [(n, t) for n, t in found if not in_teardown(by_id[rid].reason, n, failed_at)]
         if found:
             out[rid] = found
     return out

@@ -344,13 +344,13 @@ def _accepted_line_numbers(path: str, rejected_lines: list[int], accepted: int) 
     if path.endswith(".gz"):
         with gzip.open(path, "rb") as handle:
             data: bytes | mmap.mmap = handle.read()
-        blank = [] if _data_lines(data) == readable_lines else _blank_lines(data)
+        blank = _blank_lines(data, readable_lines)
     else:
         with open(path, "rb") as handle:
             if not Path(path).stat().st_size:
                 return np.zeros(0, dtype=np.int64) if accepted == 0 else None
             with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as data:
-                blank = [] if _data_lines(data) == readable_lines else _blank_lines(data)
+                blank = _blank_lines(data, readable_lines)
     excluded = np.array(sorted(set(blank) | set(rejected_lines)), dtype=np.int64)
     candidates = np.arange(2, 2 + accepted + len(excluded), dtype=np.int64)
     kept = candidates[~np.isin(candidates, excluded)][:accepted] if len(excluded) else candidates
@@ -372,8 +372,11 @@ def _data_lines(data) -> int:
     return max(newlines + unterminated - 1, 0)
 
 
-def _blank_lines(data) -> list[int]:
-    """1-based numbers of the empty lines (``\\n`` or ``\\r\\n`` alone), by searching for them."""
+def _blank_lines(data, readable_lines: int) -> list[int]:
+    """1-based numbers of the empty lines (``\\n`` or ``\\r\\n`` alone), by searching for them;
+    none, without a search, when the data lines are as many as ``readable_lines`` (:func:`_data_lines`)."""
+    if _data_lines(data) == readable_lines:
+        return []
     positions = []
     for pattern in (b"\n\n", b"\n\r\n"):
         position = data.find(pattern)
