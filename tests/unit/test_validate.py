@@ -175,7 +175,7 @@ def test_the_arrow_path_rejects_the_same_rows_as_the_frame_path(seren_jobs):
     assert json.loads(outcome.rejected.set_index("source_line").loc[4, "record"])["state"] == "EXPLODED"
 
 
-def test_great_expectations_is_imported_without_the_modules_the_suite_never_uses():
+def test_great_expectations_is_imported_without_the_modules_the_suite_never_uses(tmp_path):
     """scipy.stats and altair (KL-divergence and KS-test expectations, charts) stay unloaded through
     the import and a validation, in a fresh interpreter; great-expectations' references to them
     load them on first use, and code importing them afterwards gets the real modules."""
@@ -198,9 +198,12 @@ assert sys.modules["scipy.stats"] is scipy.stats and type(scipy.stats).__name__ 
 assert scipy.stats.norm.cdf(0) == 0.5
 print("ok")
 """
-    from acme import settings
+    import datetime as dt
 
-    sample = settings.project().reference_dir / "acmetrace" / "samples" / "trace_seren_sample.csv"
+    from acme.jobs.synth import write_synth_trace
+
+    # The project's own generator, so the test runs without ../shared.
+    sample = write_synth_trace("seren", dt.date(2023, 7, 1), 1, tmp_path / "trace_seren.csv", seed=3)["path"]
     import os
     from pathlib import Path
 
