@@ -21,8 +21,16 @@ so its checks run on it through `ACME_VALIDATION_NODE_COMMAND` (default `ssh -o 
 on Kubernetes as a pod pinned to the node; the simulated backend (default, offline) passes every node
 but those `ACME_VALIDATION_SIMULATED_FAULTS` names (`node:check,…`).
 
+**Lemon nodes** (docs/lemon-nodes.md): a node that passes while the cluster's latest lemon-node list
+(`recovery/lemon/cluster=<c>/date=<d>/suggestion.json`) names it stays cordoned: its `uncordon` record is
+`held` with the reason (`held: lemon node, score X, rank k in <list>`), the summary lists it under
+`held_lemon`, and on-call gets a notice (live runs, once per node and list). `ACME_VALIDATION_LEMON_NODES`
+(`hold`, default, or `uncordon`).
+
 **Params**: `cluster` (one, or `all`), `nodes` (empty = the cordoned nodes of the action logs; needs one
-cluster), `dry_run` (default `ACME_RECOVERY_DRY_RUN`: measure and record, only plan the uncordon).
+cluster), `dry_run` (default `ACME_RECOVERY_DRY_RUN`: measure and record, only plan the uncordon),
+`allow_lemon` (default off; needs `nodes`: uncordon those nodes when they pass even if the lemon list
+flags them).
 """
 
 from __future__ import annotations
@@ -60,6 +68,13 @@ from acme_airflow.params import cluster_param
             type="boolean",
             title="Dry run",
             description="Measure and record the verdict, but only plan the uncordon.",
+        ),
+        "allow_lemon": Param(
+            False,
+            type="boolean",
+            title="Uncordon lemon nodes",
+            description="Uncordon the named nodes when they pass even if the latest lemon-node list flags "
+            "them (needs nodes). Off: a flagged node's uncordon is held.",
         ),
     },  # fmt: skip
 )

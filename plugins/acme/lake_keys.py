@@ -262,9 +262,14 @@ def recovery_cluster(cluster: str) -> str:
     return f"recovery/cluster={cluster}"
 
 
+def lemon_suggestions(cluster: str) -> str:
+    """The folder of one cluster's nightly lemon-node suggestions (``lemon_suggestion``, one per day)."""
+    return f"recovery/lemon/cluster={cluster}"
+
+
 def lemon_suggestion(cluster: str, day: date | str) -> str:
     """The nightly lemon-node suggestion of one cluster as of ``day``: the worst nodes, and what was cordoned."""
-    return f"recovery/lemon/cluster={cluster}/date={_day(day)}/suggestion.json"
+    return f"{lemon_suggestions(cluster)}/date={_day(day)}/suggestion.json"
 
 
 # --- notifications ---------------------------------------------------------------------------------

@@ -954,6 +954,8 @@ def notify() -> NotifySettings:
 # --------------------------------------------------------------------------------------------------
 
 VALIDATION_CHECKS = ("allgather", "dcgm_diag", "gpu_memory", "nccl_bandwidth")
+HOLD_LEMON, UNCORDON_LEMON = "hold", "uncordon"
+LEMON_NODE_POLICIES = (HOLD_LEMON, UNCORDON_LEMON)
 
 
 @dataclass(frozen=True)
@@ -981,6 +983,11 @@ class ValidationSettings:
     simulated_faults: dict[str, str]
     """``ACME_VALIDATION_SIMULATED_FAULTS`` (simulated backend): ``node:check,…`` (check one of
     ``VALIDATION_CHECKS``; a bare node fails ``dcgm_diag``) makes those nodes fail validation."""
+    lemon_nodes: str
+    """``ACME_VALIDATION_LEMON_NODES`` (``hold``, default, or ``uncordon``): what happens to a node that passes
+    validation while the cluster's latest lemon-node list names it (``acme.recovery.lemon_nightly``). ``hold``
+    keeps it cordoned (recorded, on-call told) until a run names it with ``allow_lemon``; ``uncordon`` returns
+    it like any other node."""
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> ValidationSettings:
@@ -996,6 +1003,7 @@ class ValidationSettings:
                 read.text("ACME_VALIDATION_NODE_COMMAND", "ssh -o BatchMode=yes {node}").split()
             ),
             simulated_faults=_simulated_faults(read.text("ACME_VALIDATION_SIMULATED_FAULTS", "")),
+            lemon_nodes=read.choice("ACME_VALIDATION_LEMON_NODES", HOLD_LEMON, LEMON_NODE_POLICIES),
         )
 
 

@@ -16,20 +16,34 @@ def find_in_task(context: Any) -> list[dict[str, Any]]:
     params = context["params"]
     cluster = None if params.get("cluster") in (None, "", "all") else params["cluster"]
     validation_id = recovery_id_from_run(context["run_id"])
+    allow_lemon = bool(params.get("allow_lemon"))
     with recovery_failures(), lake_task() as lake:
         targets = nodes_to_validate(
-            lake, cluster, list(params.get("nodes") or []), lambda name: task_backend(name, lake, None)
+            lake,
+            cluster,
+            list(params.get("nodes") or []),
+            lambda name: task_backend(name, lake, None),
+            allow_lemon,
         )
     return [
-        {**target, "validation_id": validation_id, "dry_run": bool(params["dry_run"])} for target in targets
+        {
+            **target,
+            "validation_id": validation_id,
+            "dry_run": bool(params["dry_run"]),
+            "allow_lemon": allow_lemon,
+        }
+        for target in targets
     ]
 
 
 def validate_in_task(target: dict[str, Any]) -> dict[str, Any]:
-    """``validate_node``'s body: measure, judge and (when it passed) uncordon one node, recorded."""
+    """``validate_node``'s body: measure, judge and (when it passed) uncordon one node, recorded. A flagged lemon
+    node's held uncordon comes with an on-call notice: queued (once, by its id) and delivered here."""
+    from acme.notify.outbox import enqueue
     from acme.recovery.validation import validate_node, validation_spec
     from acme.settings import recovery as recovery_settings
     from acme.settings import validation as validation_settings
+    from acme_airflow.notify import deliver_queued
     from acme_airflow.recovery import recovery_failures, task_backend
     from acme_airflow.tasks import lake_task
 
@@ -37,6 +51,13 @@ def validate_in_task(target: dict[str, Any]) -> dict[str, Any]:
     spec = validation_spec(target["validation_id"], settings, recovery_settings())
     with recovery_failures(), lake_task() as lake:
         backend = task_backend(target["cluster"], lake, None)
-        return validate_node(
-            lake, backend, target["cluster"], target["node"], spec, settings, target["dry_run"]
-        )
+        outcome = validate_node(
+            lake, backend, target["cluster"], target["node"], spec, settings, target["dry_run"],
+            bool(target.get("allow_lemon")),
+        )  # fmt: skip
+        notice = outcome.pop("notice", None)
+        if notice is not None:  # queued once (its id); delivered also when an earlier try queued it and died
+            outcome["notice"] = notice["id"]
+            enqueue(lake, notice)
+            deliver_queued(lake)
+    return outcome

@@ -92,3 +92,82 @@ def test_one_node_is_validated_and_returned_the_other_fails_and_stays_cordoned(
     assert str(later.state) == "success"
     assert [r["step"] for r in evidence(lake_dir, "seren-n002")] == ["validate", "uncordon"]
     assert [r["step"] for r in evidence(lake_dir, "seren-n006")] == ["validate", "validate"]
+
+
+def summary_of(run) -> dict:
+    (summarize,) = [ti for ti in run.get_task_instances() if ti.task_id == "summarize"]
+    return summarize.xcom_pull(task_ids="summarize")
+
+
+def test_a_lemon_node_that_passes_is_held_on_call_is_told_once_and_an_operator_returns_it(
+    airflow_db, lake_dir, cordoned_by_recoveries, tmp_path, monkeypatch
+):
+    """Both cordoned nodes are on the latest lemon list (each localized once by its recovery): seren-n002
+    passes but stays cordoned, with the reason in its log and the summary and one mail to on-call; seren-n006
+    fails its check. A manual run naming seren-n002 with allow_lemon returns it."""
+    import os
+
+    from acme.recovery.lemon_nightly import suggest_cordons
+    from acme.settings import LemonSettings
+    from tests.notify_support import smtp_connection, smtp_server
+
+    monkeypatch.setenv("ACME_VALIDATION_SIMULATED_FAULTS", "seren-n006:gpu_memory")
+    monkeypatch.delenv("ACME_VALIDATION_LEMON_NODES", raising=False)
+    lake = cordoned_by_recoveries
+    backend = SimulatedBackend("seren", Path(os.environ["ACME_RECOVERY_SIMULATED_JOBS"]), lake)
+    today = datetime.now(UTC).date()
+    listed = suggest_cordons(
+        lake, "seren", today, LemonSettings(suggest_top=2, min_score=0.5), lambda cluster, lake: backend
+    )
+    assert sorted(s["node"] for s in listed["suggested"]) == ["seren-n002", "seren-n006"]
+    list_key = f"recovery/lemon/cluster=seren/date={today.isoformat()}/suggestion.json"
+    rank = next(s["rank"] for s in listed["suggested"] if s["node"] == "seren-n002")
+    routing = tmp_path / "notify.yaml"
+    routing.write_text(
+        "channels: {mail: {kind: smtp, connection: smtp_validate_dag}}\n"
+        "oncall: {default: {channel: mail, to: oncall@acme.example}}\n"
+    )
+    monkeypatch.setenv("ACME_NOTIFY_FILE", str(routing))
+
+    with smtp_server() as (mailbox, port):
+        monkeypatch.setenv("AIRFLOW_CONN_SMTP_VALIDATE_DAG", smtp_connection(port))
+        run = run_dag(datetime(2026, 12, 2, 8, 40, tzinfo=UTC), cluster="seren", dry_run=False)
+        assert str(run.state) == "success"
+        state = json.loads((lake_dir / "recovery/simulated/cluster=seren/state.json").read_text())
+        assert sorted(state["cordoned"]) == ["seren-n002", "seren-n006"] and not state.get("uncordoned")
+        held = evidence(lake_dir, "seren-n002")
+        assert [(r["step"], r["status"]) for r in held] == [("validate", "done"), ("uncordon", "held")]
+        assert held[0]["result"]["passed"] is True
+        reason = held[1]["result"]["held"]
+        assert reason == f"held: lemon node, score 1.00, rank {rank} in {list_key}"
+        assert [(r["step"], r["result"]["passed"]) for r in evidence(lake_dir, "seren-n006")] == [
+            ("validate", False)
+        ]
+        summary = summary_of(run)
+        assert summary["held_lemon"] == {"seren/seren-n002": reason}
+        assert (
+            summary["kept_cordoned"] == {"seren/seren-n006": ["gpu_memory"]} and summary["uncordoned"] == []
+        )
+        (mail,) = mailbox.messages
+        assert mail["To"] == "oncall@acme.example" and "seren-n002" in mail["Subject"]
+        assert "allow_lemon" in mailbox.bodies()[0]
+
+        # The next hour: validated and held again; on-call is not told twice.
+        later = run_dag(datetime(2026, 12, 2, 9, 40, tzinfo=UTC), cluster="seren", dry_run=False)
+        assert str(later.state) == "success" and summary_of(later)["held_lemon"] == {
+            "seren/seren-n002": reason
+        }
+        assert [r["status"] for r in evidence(lake_dir, "seren-n002")].count("held") == 2
+        assert len(mailbox.messages) == 1
+
+        # An operator returns it on purpose.
+        manual = run_dag(datetime(2026, 12, 2, 10, 5, tzinfo=UTC), cluster="seren", nodes=["seren-n002"],
+                         allow_lemon=True, dry_run=False)  # fmt: skip
+        assert str(manual.state) == "success"
+        assert summary_of(manual)["uncordoned"] == summary_of(manual)["allowed_lemon"] == ["seren/seren-n002"]
+        state = json.loads((lake_dir / "recovery/simulated/cluster=seren/state.json").read_text())
+        assert list(state["cordoned"]) == ["seren-n006"]
+        assert evidence(lake_dir, "seren-n002")[-1]["inputs"]["allowed_by"].startswith(
+            "the run's allow_lemon"
+        )
+        assert len(mailbox.messages) == 1

@@ -12,6 +12,7 @@ cordoned through it, once: a node the day's earlier record cordoned is not cordo
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Callable
 from datetime import UTC, date, datetime, time, timedelta
 from typing import TYPE_CHECKING, Any
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
     from acme.settings import LemonSettings
 
 BackendFactory = Callable[[str, "Lake"], "RecoveryBackend"]
+_ISO_DAY = re.compile(r"\d{4}-\d{2}-\d{2}")
 
 
 def end_of_day(day: date) -> datetime:
@@ -100,6 +102,23 @@ def suggest_cordons(
     }
     url = lake.write_json(key, record)
     return {**record, "record": url, "notice": lemon_notice(record) if suggested else None}
+
+
+def latest_suggestion(lake: Lake, cluster: str) -> tuple[str, dict[str, Any]] | None:
+    """The cluster's newest suggestion record (the latest day's, whichever run wrote it) with its key; None
+    before the first nightly run. What it suggests is the cluster's current list of lemon nodes."""
+    folder = lake_keys.lemon_suggestions(cluster)
+    days = {
+        day: key
+        for key in lake.list(folder)
+        if key.endswith("/suggestion.json")
+        and _ISO_DAY.fullmatch(day := lake_keys.partition_values(key).get("date", ""))
+    }
+    if not days:
+        return None
+    key = days[max(days)]
+    record = lake.read_json(key)
+    return (key, record) if record is not None else None
 
 
 def lemon_notice(record: dict[str, Any]) -> dict[str, Any]:

@@ -19,6 +19,17 @@ the GPU checks of a CPU cluster with ``ACME_VALIDATION_GPU_REQUIRED=false``). Th
 idempotency keys, so re-running the same validation (keyed on its run) measures and uncordons once; a
 later run finds an uncordoned node no longer cordoned and leaves it alone. A dry run measures and records
 the verdict, and only plans the uncordon.
+
+A node the cluster's **latest lemon-node list** names (``acme.recovery.lemon_nightly``: the newest
+``recovery/lemon/cluster=<c>/date=<d>/suggestion.json``, whose ``suggested`` nodes are the first
+``ACME_LEMON_SUGGEST_TOP`` of the ranking with a score of at least ``ACME_LEMON_MIN_SCORE``) is validated and
+its verdict recorded as any other, but when it passes its uncordon is **held** (``ACME_VALIDATION_LEMON_NODES=
+hold``, the default): one passed self-test does not clear a node that keeps failing across jobs. The log
+then has an ``uncordon`` record with status ``held`` and the reason (``held: lemon node, score X, rank k in
+<list key>``), once per validation; the run's summary lists it under ``held_lemon``; a live run returns an
+on-call notice (:func:`lemon_hold_notice`, queued once per node and list). An operator returns the node on
+purpose with a run that names it and sets ``allow_lemon`` (the uncordon record then says so), or turns the
+hold off with ``ACME_VALIDATION_LEMON_NODES=uncordon``.
 """
 
 from __future__ import annotations
@@ -39,6 +50,7 @@ if TYPE_CHECKING:
 ACTION_LOG = re.compile(r"^recovery/cluster=([^/]+)/job=([^/]+)/([^/]+)/actions\.jsonl$")
 NODE_LOG = re.compile(r"^recovery/cluster=([^/]+)/node=([^/]+)/([^/]+)/actions\.jsonl$")
 PASS, FAIL, SKIPPED = "pass", "fail", "skipped"
+HELD = "held"
 
 
 def node_log(lake: Lake, cluster: str, node: str, validation_id: str) -> ActionLog:
@@ -90,9 +102,16 @@ def nodes_to_validate(
     cluster: str | None,
     nodes: Sequence[str],
     backend_for: Callable[[str], RecoveryBackend],
+    allow_lemon: bool = False,
 ) -> list[dict[str, Any]]:
     """The nodes to validate now: the given ones (``cluster`` required), else those the action logs cordoned;
-    in both cases only those the backend still reports cordoned (a node in service is never validated)."""
+    in both cases only those the backend still reports cordoned (a node in service is never validated).
+    ``allow_lemon`` (uncordon flagged lemon nodes that pass) needs named nodes: it is an operator's decision
+    about those nodes, never a blanket one over every cordoned node."""
+    if allow_lemon and not nodes:
+        raise InputError(
+            "allow_lemon", "uncordons only the lemon nodes a run names: give them in the nodes Param"
+        )
     if nodes:
         if not cluster:
             raise InputError("cluster", "the nodes Param needs the cluster they belong to")
@@ -306,8 +325,11 @@ def validate_node(
     spec: ValidationSpec,
     settings: ValidationSettings,
     dry_run: bool,
+    allow_lemon: bool = False,
 ) -> dict[str, Any]:
-    """Measure and judge one cordoned node, then uncordon it once when every check passed (recorded)."""
+    """Measure and judge one cordoned node, then uncordon it once when every check passed (recorded) — unless
+    the latest lemon-node list flags it: then the uncordon is held (module docstring). ``allow_lemon``: the
+    run names the node on purpose, and a flagged node is uncordoned all the same."""
     log = node_log(lake, cluster, node, spec.validation_id)
     verdict = measure_and_judge(log, backend, node, spec, settings, dry_run)
     outcome = {"cluster": cluster, "node": node, "passed": verdict["passed"], "failed_checks": verdict["failed_checks"],
@@ -316,22 +338,128 @@ def validate_node(
         outcome["kept_cordoned"] = f"failed {', '.join(verdict['failed_checks'])}"
         return outcome
     key = f"uncordon:{node}"
+    held = held_before(log, key, dry_run)
+    if held is not None:  # the notice again (queued once by its id): a retry after a crash before queueing it
+        lemon = held["inputs"]["lemon"]
+        return {**outcome, "held": held["result"]["held"], "lemon": lemon, "skipped": f"already recorded at "
+                f"{held['ended_at']}", "notice": None if dry_run else lemon_hold_notice(log, node, lemon)}  # fmt: skip
     earlier = log.done_or_planned(key, dry_run)
     if earlier is not None:
         return {**outcome, "uncordoned": not dry_run, "skipped": f"already recorded at {earlier['ended_at']}"}
+    lemon = lemon_flag(lake, cluster, node)
+    allowed_by = lemon_allowed_by(settings, allow_lemon) if lemon else None
+    if lemon and allowed_by is None:
+        return {**outcome, **hold_uncordon(log, node, lemon, key, dry_run)}
     reason = (
         f"acme validation {spec.validation_id}: passed {', '.join(c['check'] for c in verdict['checks'])}"
     )
-    with log.step("uncordon", {"node": node, "reason": reason}, dry_run, key) as result:
+    inputs = {"node": node, "reason": reason, **({"lemon": lemon, "allowed_by": allowed_by} if lemon else {})}
+    with log.step("uncordon", inputs, dry_run, key) as result:
         if dry_run:
             result["planned"] = f"would uncordon {node} through {backend.name}"
         else:
             result.update(backend.uncordon(node, reason))
-    return {**outcome, "uncordoned": not dry_run, **({"planned": result["planned"]} if dry_run else {})}
+    return {**outcome, "uncordoned": not dry_run, **({"planned": result["planned"]} if dry_run else {}),
+            **({"lemon": lemon, "allowed_by": allowed_by} if lemon else {})}  # fmt: skip
+
+
+# --- lemon nodes ------------------------------------------------------------------------------------
+
+
+def lemon_flag(lake: Lake, cluster: str, node: str) -> dict[str, Any] | None:
+    """The node's entry in the cluster's latest lemon-node list (``acme.recovery.lemon_nightly``: the first
+    ``ACME_LEMON_SUGGEST_TOP`` of the ranking whose score reached ``ACME_LEMON_MIN_SCORE``, as the newest
+    nightly run wrote them), with the list's key and day; None when that list does not name it, or none exists."""
+    from acme.recovery.lemon_nightly import latest_suggestion
+
+    latest = latest_suggestion(lake, cluster)
+    if latest is None:
+        return None
+    key, record = latest
+    entry = next((s for s in record.get("suggested") or [] if s.get("node") == node), None)
+    if entry is None:
+        return None
+    return {"score": entry["score"], "rank": entry["rank"], "events": entry.get("events"),
+            "gpu_hours_lost": entry.get("gpu_hours_lost"), "last_failure": entry.get("last_failure"),
+            "list": key, "as_of": record.get("day")}  # fmt: skip
+
+
+def lemon_allowed_by(settings: ValidationSettings, allow_lemon: bool) -> str | None:
+    """Who lets a flagged lemon node be uncordoned: the run (its ``allow_lemon`` Param), the setting, or no one."""
+    from acme.settings import UNCORDON_LEMON
+
+    if allow_lemon:
+        return "the run's allow_lemon Param (it names the node)"
+    if settings.lemon_nodes == UNCORDON_LEMON:
+        return "ACME_VALIDATION_LEMON_NODES=uncordon"
+    return None
+
+
+def held_before(log: ActionLog, key: str, dry_run: bool) -> dict[str, Any] | None:
+    """This validation's earlier held uncordon of the node (same dry-run flag), so a re-run holds it once."""
+    held = [
+        record
+        for record in log.records()
+        if record.get("idempotency_key") == key
+        and record.get("status") == HELD
+        and bool(record.get("dry_run")) == dry_run
+    ]
+    return held[-1] if held else None
+
+
+def hold_uncordon(
+    log: ActionLog, node: str, lemon: Mapping[str, Any], key: str, dry_run: bool
+) -> dict[str, Any]:
+    """Record the held uncordon of a flagged lemon node that passed; its outcome, with the on-call notice
+    (a live run's only: a dry run uncordons nothing anyway)."""
+    held = f"held: lemon node, score {lemon['score']:.2f}, rank {lemon['rank']} in {lemon['list']}"
+    with log.step("uncordon", {"node": node, "lemon": dict(lemon)}, dry_run, key) as result:
+        result.update(held=held, release=RELEASE_HINT, status=HELD)
+    notice = None if dry_run else lemon_hold_notice(log, node, lemon)
+    return {"held": held, "lemon": dict(lemon), "notice": notice}
+
+
+RELEASE_HINT = (
+    "a manual validate_nodes run that names the node in nodes with allow_lemon=true (and dry_run=false) "
+    "uncordons it once it passes; or set ACME_VALIDATION_LEMON_NODES=uncordon"
+)
+
+
+def lemon_hold_notice(log: ActionLog, node: str, lemon: Mapping[str, Any]) -> dict[str, Any]:
+    """The on-call message of a held uncordon (``acme.notify``'s message shape). Its id names the node and the
+    lemon list's day, so the hourly runs that hold the node again queue it once per list."""
+    import json
+
+    cluster, day = log.cluster, lemon["as_of"]
+    conf = {"cluster": cluster, "nodes": [node], "allow_lemon": True, "dry_run": False}
+    lines = [
+        f"{node} of {cluster} passed every check of validation {log.recovery_id}, but it stays cordoned: the "
+        f"lemon-node list of {day} ranks it #{lemon['rank']} (score {lemon['score']:.2f}, {lemon['events']} "
+        f"failure events across jobs, {float(lemon.get('gpu_hours_lost') or 0):.1f} GPU-hours lost, the last "
+        f"on {lemon.get('last_failure')}). One passed self-test does not clear a node that keeps failing.",
+        "",
+        "To return it on purpose (after a repair or a closer look):",
+        f"    airflow dags trigger validate_nodes -c '{json.dumps(conf)}'",
+        "",
+        f"The node's action log: {log.lake.url(log.key)}",
+        f"The lemon list: {log.lake.url(lemon['list'])}",
+    ]
+    return {
+        "id": f"lemon-hold-{cluster}-{node}-{day}",
+        "kind": "lemon_hold",
+        "cluster": cluster,
+        "date": day,
+        "recipient": "oncall",
+        "subject": f"[acme] {cluster}: lemon node {node} passed validation; uncordon held",
+        "text": "\n".join(lines) + "\n",
+        "jobs": [],
+        "nodes": [node],
+    }
 
 
 def summarize_outcomes(outcomes: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """The run's manifest: nodes returned to service, nodes kept cordoned with the checks they failed."""
+    """The run's manifest: nodes returned to service, nodes kept cordoned with the checks they failed, lemon
+    nodes whose uncordon was held (with the reason) and flagged ones a run let through."""
     return {
         "validated": len(outcomes),
         "uncordoned": sorted(f"{o['cluster']}/{o['node']}" for o in outcomes if o.get("uncordoned")),
@@ -339,4 +467,6 @@ def summarize_outcomes(outcomes: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
             f"{o['cluster']}/{o['node']}": o["failed_checks"] for o in outcomes if not o["passed"]
         },
         "planned_uncordon": sorted(f"{o['cluster']}/{o['node']}" for o in outcomes if o.get("planned")),
+        "held_lemon": {f"{o['cluster']}/{o['node']}": o["held"] for o in outcomes if o.get("held")},
+        "allowed_lemon": sorted(f"{o['cluster']}/{o['node']}" for o in outcomes if o.get("allowed_by")),
     }

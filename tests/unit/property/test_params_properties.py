@@ -240,7 +240,13 @@ def run_plan(dag_id: str, params: dict, lake) -> object:
         from acme.recovery.validation import nodes_to_validate
 
         cluster = None if params["cluster"] == "all" else params["cluster"]
-        return nodes_to_validate(lake, cluster, list(params["nodes"]), lambda name: make_backend(name, lake))
+        return nodes_to_validate(
+            lake,
+            cluster,
+            list(params["nodes"]),
+            lambda name: make_backend(name, lake),
+            bool(params["allow_lemon"]),
+        )
     raise AssertionError(f"no plan step known for DAG {dag_id}: add it to this test")
 
 
