@@ -178,7 +178,8 @@ def test_the_arrow_path_rejects_the_same_rows_as_the_frame_path(seren_jobs):
 def test_great_expectations_is_imported_without_the_modules_the_suite_never_uses(tmp_path):
     """scipy.stats and altair (KL-divergence and KS-test expectations, charts) stay unloaded through
     the import and a validation, in a fresh interpreter; great-expectations' references to them
-    load them on first use, and code importing them afterwards gets the real modules."""
+    load them on first use, and code importing them afterwards gets the real modules. SQLAlchemy
+    (its SQL data sources) is not loaded at all, and is importable afterwards."""
     import subprocess
     import sys
 
@@ -191,11 +192,14 @@ gx = import_great_expectations()
 jobs = jobs_from_arrow(parse_acmetrace_table(sys.argv[1], "seren").jobs)
 assert validate_jobs(jobs, layout="seren", source_file="s").rejected.empty
 assert not any(name.startswith(("scipy.stats", "scipy.linalg", "altair")) for name in sys.modules)
+assert not any(name.startswith("sqlalchemy") for name in sys.modules)  # hidden from its import
 from great_expectations.expectations.core import expect_column_kl_divergence_to_be_less_than as kl
 assert abs(kl.stats.entropy([0.5, 0.5], [0.5, 0.5])) < 1e-12  # loaded on first use
 import scipy.stats
 assert sys.modules["scipy.stats"] is scipy.stats and type(scipy.stats).__name__ == "module"
 assert scipy.stats.norm.cdf(0) == 0.5
+import sqlalchemy  # hidden from great-expectations' import only: importable afterwards
+assert sqlalchemy.select(sqlalchemy.literal(1)) is not None
 print("ok")
 """
     import datetime as dt
@@ -216,3 +220,47 @@ print("ok")
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "ok"
+
+
+def test_only_the_thread_importing_great_expectations_is_refused_sqlalchemy():
+    """While great-expectations imports on a thread (the command line's preload), another thread's
+    ``import sqlalchemy`` gets the real module; a process that has SQLAlchemy already (Airflow's)
+    gives it to great-expectations as it is."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import acme
+
+    script = """
+import sys, threading
+from acme.jobs import validate
+started = threading.Event()
+real_find_spec = validate._HiddenFromThread.find_spec
+def find_spec(self, fullname, path=None, target=None):
+    started.set()
+    return real_find_spec(self, fullname, path, target)
+validate._HiddenFromThread.find_spec = find_spec
+loading = validate.preload_in_background()
+started.wait(60)  # great-expectations' import is under way on the other thread
+import sqlalchemy
+assert sqlalchemy.select(sqlalchemy.literal(1)) is not None
+loading.join()
+assert "great_expectations" in sys.modules
+assert not any(isinstance(finder, validate._HiddenFromThread) for finder in sys.meta_path)
+"""
+    already = """
+import sqlalchemy
+from acme.jobs.validate import import_great_expectations
+import_great_expectations()
+from great_expectations.compatibility import sqlalchemy as compat
+assert compat.sqlalchemy is sqlalchemy
+"""
+    plugins = str(Path(acme.__file__).parents[1])
+    environ = {**os.environ, "PYTHONPATH": plugins, "GX_ANALYTICS_ENABLED": "false"}
+    for code in (script, already):
+        done = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=environ
+        )
+        assert done.returncode == 0, done.stderr
