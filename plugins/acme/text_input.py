@@ -24,11 +24,6 @@ def max_input_bytes() -> int:
     return settings.jobs().max_input_bytes
 
 
-def text_bytes(path: str | os.PathLike) -> int:
-    """About how much text a (possibly gzipped) input holds: gzip makes these exports about 4× smaller."""
-    return os.path.getsize(path) * (4 if str(path).endswith(".gz") else 1)
-
-
 def check_input_size(path: str | os.PathLike, source_file: str, limit: int | None = None) -> int:
     """The input's size in bytes; :class:`InputError` naming the file, its size and the limit when
     it is larger than ``limit`` (default :func:`max_input_bytes`), before anything is read."""

@@ -598,15 +598,12 @@ def ingest_job_file(
     import pyarrow as pa
 
     from acme.jobs.validate import preload_in_background
-    from acme.text_input import text_bytes
 
-    # A large file makes many short-lived column-sized buffers (parse, encoding, validation). The
+    # A large file makes many short-lived column-sized buffers (parse, encoding, validation): the
     # system allocator returns them to the OS when freed, where mimalloc (Arrow's default) keeps
-    # about 50 MB of them at the peak of a million-job file. But the OS hands every page back
-    # zeroed, one fault at a time: at ten million jobs that was 12 s of system time and 25 s wall,
-    # against 6.5 s and 15 s with mimalloc (and 10% more peak memory).
-    if text_bytes(local_path) <= SYSTEM_ALLOCATOR_UP_TO_BYTES:
-        pa.set_memory_pool(pa.system_memory_pool())
+    # about 50 MB of them at the peak of a million-job file. (At ten million jobs neither was
+    # faster in 5 runs each: 16-25 s wall against 15-38 s.)
+    pa.set_memory_pool(pa.system_memory_pool())
     preloading = preload_in_background()
     parsed = parse_to_table(job_input, local_path)
     table, parsed.table = parsed.table, None
@@ -618,11 +615,6 @@ def ingest_job_file(
     return validate_while_preparing(
         lake, job_input, table, parsed, max_quarantine_share, on_nothing=refuse, after=preloading.join
     )
-
-
-# Inputs up to this much text are ingested with the system allocator, larger ones with mimalloc
-# (see ingest_job_file): about two million AcmeTrace jobs.
-SYSTEM_ALLOCATOR_UP_TO_BYTES = 256 * 1024 * 1024
 
 
 def validate_while_preparing(
