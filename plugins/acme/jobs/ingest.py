@@ -334,13 +334,43 @@ def record_and_publish(
 ) -> dict[str, Any]:
     """The second half of :func:`validate_and_publish`: quarantine, report and partitions of a
     validation's outcome (``prepared``: partitions encoded ahead, see :func:`prepare_partitions`)."""
+    publisher, quarantined, quarantine_url = record_outcome(
+        lake, job_input, parsed, outcome, max_quarantine_share, on_nothing, prepared
+    )
+    return _summary(parsed, outcome, quarantined, quarantine_url, publisher.publish_rest())
+
+
+def record_outcome(
+    lake: Lake,
+    job_input: JobInput,
+    parsed: Parsed,
+    outcome: TableOutcome,
+    max_quarantine_share: float | None = None,
+    on_nothing: Callable[[], None] | None = None,
+    prepared: dict[str, tuple[int, bytes]] | None = None,
+) -> tuple[DayPublisher, pd.DataFrame, str | None]:
+    """Write the quarantine and report of a validation's outcome (failing the input when too much is
+    bad, or when nothing is left), then return the publisher of its accepted rows."""
     quarantined, quarantine_url = record_input_outcome(
         lake, job_input, parsed.rejects, outcome, parsed.first_day, parsed.rows_checked, max_quarantine_share
     )
     if on_nothing is not None and outcome.accepted.num_rows == 0 and quarantined.empty:
         on_nothing()
     _release_freed_memory()  # validation's frames are gone: publishing starts from a smaller heap
-    partitions = publish_jobs(lake, job_input, outcome.accepted, outcome.report, prepared)
+    return (
+        DayPublisher(lake, job_input, outcome.accepted, outcome.report, prepared),
+        quarantined,
+        quarantine_url,
+    )
+
+
+def _summary(
+    parsed: Parsed,
+    outcome: TableOutcome,
+    quarantined: pd.DataFrame,
+    quarantine_url: str | None,
+    partitions: list[str],
+) -> dict[str, Any]:
     return {
         "rows_in": parsed.rows_in,
         "rows": outcome.accepted.num_rows,
@@ -368,7 +398,14 @@ def publish_jobs(
     prepared: dict[str, tuple[int, bytes]] | None = None,
 ) -> list[str]:
     """Merge accepted jobs (an Arrow table, or a canonical frame) into their time-key-day
-    partitions; returns the partition URLs.
+    partitions; returns the partition URLs (see :class:`DayPublisher`)."""
+    return DayPublisher(lake, job_input, accepted, report, prepared).publish_rest()
+
+
+class DayPublisher:
+    """Publishes accepted jobs into their time-key-day partitions, each day once: on its own
+    (:meth:`publish_day`, as soon as its partition is encoded) or with the days left
+    (:meth:`publish_rest`).
 
     Each day is a zero-copy slice of the table, reordered by day first only when the input
     is not in submit order. Days are merged and encoded one after another: doing two at a time on
@@ -380,37 +417,63 @@ def publish_jobs(
     the GIL, so the days are published :data:`PUBLISH_THREADS` at a time (each holds only its own
     day's lock).
     """
-    import pyarrow as pa
 
-    table = accepted if isinstance(accepted, pa.Table) else _jobs_table(accepted)
-    if table.num_rows == 0:
-        return []
-    table, days, bounds = _day_slices(table, job_input.day)
-    ready = prepared or {}
+    def __init__(
+        self,
+        lake: Lake,
+        job_input: JobInput,
+        accepted: Any,
+        report: dict[str, Any],
+        prepared: dict[str, tuple[int, bytes]] | None = None,
+    ) -> None:
+        import pyarrow as pa
 
-    def publish_day(bound: tuple[int, int]) -> str:
-        start, stop = bound
-        day_text = str(days[start])
+        self.lake, self.job_input, self.report = lake, job_input, report
+        self.prepared = prepared if prepared is not None else {}
+        table = accepted if isinstance(accepted, pa.Table) else _jobs_table(accepted)
+        self.bounds: dict[str, tuple[int, int]] = {}
+        if table.num_rows:
+            table, days, bounds = _day_slices(table, job_input.day)
+            self.bounds = {str(days[start]): (start, stop) for start, stop in bounds}
+        self.table = table
+        self.urls: dict[str, str] = {}
+
+    def kept_every_row(self, day_text: str) -> bool:
+        """Whether the day's prepared partition holds exactly its accepted rows."""
+        bound, encoded = self.bounds.get(day_text), self.prepared.get(day_text)
+        # the day's accepted rows are a subsequence of its parsed rows: as many means the same
+        return bound is not None and encoded is not None and encoded[0] == bound[1] - bound[0]
+
+    def publish_day(self, day_text: str) -> str:
+        start, stop = self.bounds[day_text]
+        lake, job_input = self.lake, self.job_input
         with lake.lock(f"jobs-{job_input.cluster}-{day_text}"):
             key = lake_keys.jobs_partition(job_input.cluster, day_text)
             existing = lake.read_parquet(key) if lake.exists(key) else None
-            encoded = ready.get(day_text) if existing is None else None
-            if encoded is not None and encoded[0] == stop - start:
-                # the day's accepted rows are a subsequence of its parsed rows: as many means the same
-                url, partition_rows = lake.write_bytes(key, encoded[1]), stop - start
+            if existing is None and self.kept_every_row(day_text):
+                url, partition_rows = lake.write_bytes(key, self.prepared[day_text][1]), stop - start
             else:
-                merged = merge_job_tables(existing, canonical_job_table(table.slice(start, stop - start)))
+                merged = merge_job_tables(
+                    existing, canonical_job_table(self.table.slice(start, stop - start))
+                )
                 url, partition_rows = lake.write_bytes(key, partition_bytes(merged)), merged.num_rows
             record = lake_keys.jobs_validation_record(job_input.cluster, day_text)
-            _record_validation(lake, record, job_input, report, stop - start, partition_rows)
+            _record_validation(lake, record, job_input, self.report, stop - start, partition_rows)
+        self.urls[day_text] = url
         return url
 
-    if not ready or len(bounds) == 1:
-        return [publish_day(bound) for bound in bounds]
-    from concurrent.futures import ThreadPoolExecutor
+    def publish_rest(self) -> list[str]:
+        """Publish the days not published yet; returns every day's partition URL, in day order."""
+        left = [day for day in self.bounds if day not in self.urls]
+        if not self.prepared or len(left) <= 1:
+            for day in left:
+                self.publish_day(day)
+        else:
+            from concurrent.futures import ThreadPoolExecutor
 
-    with ThreadPoolExecutor(PUBLISH_THREADS, thread_name_prefix="publish-jobs") as pool:
-        return list(pool.map(publish_day, bounds))  # in day order; the first failure is raised
+            with ThreadPoolExecutor(PUBLISH_THREADS, thread_name_prefix="publish-jobs") as pool:
+                list(pool.map(self.publish_day, left))  # the first failure is raised
+        return [self.urls[day] for day in self.bounds]
 
 
 # Days published at a time when their partitions were encoded ahead: 184 days of a million-job
@@ -460,9 +523,12 @@ def prepare_partitions(
     day: date | None,
     keep_going: Callable[[], bool],
     second_hand_after: Callable[[], Any] | None = None,
+    prepared: dict[str, tuple[int, bytes]] | None = None,
+    on_encoded: Callable[[str], None] | None = None,
 ) -> dict[str, tuple[int, bytes]]:
     """Encode the day partitions of the parsed rows ahead of validation, while ``keep_going()``:
-    ``{day: (rows, Parquet bytes)}``, as :func:`publish_jobs` would write them into an empty
+    ``{day: (rows, Parquet bytes)}`` (filled into ``prepared`` when given, and ``on_encoded(day)``
+    called after each), as :func:`publish_jobs` would write them into an empty
     partition. With ``second_hand_after``, a second thread joins in once that call returns (the
     validation's end: the core it used is free). A day that loses rows in validation is encoded
     again from its accepted rows; nothing is prepared for a table whose schema or time keys
@@ -477,7 +543,7 @@ def prepare_partitions(
     table, days, bounds = _day_slices(table, day)
     presorted = _in_partition_order(table, days)
     work, taking = iter(bounds), threading.Lock()
-    prepared: dict[str, tuple[int, bytes]] = {}
+    prepared = {} if prepared is None else prepared
 
     def encode_days() -> None:
         while keep_going():
@@ -489,10 +555,13 @@ def prepare_partitions(
             # A day with a job id twice loses both rows in validation, so its bytes are never used:
             # sorting is all merge_job_tables would do to a day that keeps all its rows.
             rows = canonical_job_table(table.slice(start, stop - start))
-            prepared[str(days[start])] = (
+            day_text = str(days[start])
+            prepared[day_text] = (
                 stop - start,
                 partition_bytes(rows if presorted else rows.sort_by(PARTITION_ORDER)),
             )
+            if on_encoded is not None:
+                on_encoded(day_text)
 
     def second_hand() -> None:
         if second_hand_after is not None:
@@ -628,26 +697,66 @@ def validate_while_preparing(
     prepare_all: bool = False,
 ) -> dict[str, Any]:
     """:func:`validate_and_publish` with the validation on a thread (its suite run after ``after()``:
-    the import of great-expectations; the frame it reads is built before) while this one encodes the partitions of the parsed rows
-    (:func:`prepare_partitions`, two threads once the validation is done; stopped if it fails;
-    ``prepare_all``: every day on this thread, whatever the validation does).
+    the import of great-expectations; the frame it reads is built before) while this one encodes
+    the partitions of the parsed rows (:func:`prepare_partitions`, two threads once the validation
+    is done; stopped if it fails; ``prepare_all``: every day on this thread, whatever the
+    validation does).
 
     Validation is mostly Python, encoding mostly Arrow, which releases the GIL: on two cores they
-    overlap. The outcome decides as in :func:`validate_and_publish`; nothing is written before it.
+    overlap. The outcome decides as in :func:`validate_and_publish`, and nothing is published
+    before its quarantine and report are written and its share of bad rows is allowed. From then
+    on each day encoded is published while the others are still being encoded (on
+    :data:`PUBLISH_THREADS` threads: publishing is file or S3 I/O), and the days left after.
     """
-    from concurrent.futures import ThreadPoolExecutor
+    import threading
+    from concurrent.futures import Future, ThreadPoolExecutor
 
-    with ThreadPoolExecutor(1, thread_name_prefix="validate-jobs") as pool:
-        validating = pool.submit(_validate_after, after, table, parsed.layout, job_input)
-        prepared = prepare_partitions(
-            table,
-            job_input.day,
-            lambda: prepare_all or not (validating.done() and validating.exception() is not None),
-            second_hand_after=None if prepare_all else validating.exception,
+    prepared: dict[str, tuple[int, bytes]] = {}
+    validated, guard = threading.Event(), threading.Lock()
+    publisher: list[DayPublisher] = []  # set once the outcome is recorded
+    submitted: dict[str, Future] = {}
+    early = ThreadPoolExecutor(PUBLISH_THREADS, thread_name_prefix="publish-jobs")
+
+    def publish_early(day_text: str) -> None:  # with guard held
+        if publisher and day_text not in submitted and publisher[0].kept_every_row(day_text):
+            submitted[day_text] = early.submit(publisher[0].publish_day, day_text)
+
+    def on_encoded(day_text: str) -> None:
+        with guard:
+            publish_early(day_text)
+
+    def validate_and_record(rows: pa.Table) -> tuple[TableOutcome, pd.DataFrame, str | None]:
+        try:
+            outcome = _validate_after(after, rows, parsed.layout, job_input)
+        finally:
+            validated.set()
+        recorded, quarantined, url = record_outcome(
+            lake, job_input, parsed, outcome, max_quarantine_share, on_nothing, prepared
         )
-        outcome = validating.result()
+        with guard:
+            publisher.append(recorded)
+            for day_text in list(prepared):  # the days encoded so far
+                publish_early(day_text)
+        return outcome, quarantined, url
+
+    try:
+        with ThreadPoolExecutor(1, thread_name_prefix="validate-jobs") as pool:
+            validating = pool.submit(validate_and_record, table)
+            prepare_partitions(
+                table,
+                job_input.day,
+                lambda: prepare_all or not (validating.done() and validating.exception() is not None),
+                second_hand_after=None if prepare_all else validated.wait,
+                prepared=prepared,
+                on_encoded=on_encoded,
+            )
+            outcome, quarantined, quarantine_url = validating.result()
+        for future in list(submitted.values()):
+            future.result()  # the first failure is raised
+    finally:
+        early.shutdown(wait=True, cancel_futures=True)
     del table
-    return record_and_publish(lake, job_input, parsed, outcome, max_quarantine_share, on_nothing, prepared)
+    return _summary(parsed, outcome, quarantined, quarantine_url, publisher[0].publish_rest())
 
 
 def _validate_after(

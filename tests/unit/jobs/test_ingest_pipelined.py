@@ -162,3 +162,20 @@ def test_rows_out_of_partition_order_are_sorted_as_the_merge_sorts_them(tmp_path
                 validate_and_publish(Lake(str(root)), job_input, shuffled, parsed, MAX_SHARE)
             results[name] = lake_contents(root)
         assert results["ahead"] == results["merge"]
+
+
+@pytest.mark.parametrize("prepare_all", [True, False], ids=["every-day-ahead", "command-line"])
+def test_no_day_is_published_when_too_many_rows_fail(tmp_path, seren_days, prepare_all):
+    """Days are published as soon as they are encoded once the outcome is recorded, never before:
+    an input above the allowed share of bad rows leaves its quarantine and report, and no partition."""
+    from acme.errors import QuarantineThresholdError
+
+    root = tmp_path / "lake"
+    job_input = JobInput("seren", "acmetrace", str(seren_days))
+    parsed = parse_to_table(job_input, seren_days)
+    table, parsed.table = parsed.table, None
+    with pytest.raises(QuarantineThresholdError, match="nothing was published"):
+        validate_while_preparing(Lake(str(root)), job_input, table, parsed, 0.01, prepare_all=prepare_all)
+    keys = list(lake_contents(root))
+    assert any(key.startswith("quarantine/") for key in keys)
+    assert not [key for key in keys if key.startswith("jobs/")]
