@@ -177,7 +177,7 @@ def test_job_without_submit_is_filed_by_its_start_day_and_left_out_of_queueing(l
 def test_partition_written_before_gpu_share_merges_and_is_reported(lake_dir, tmp_path):
     import pyarrow as pa
 
-    from acme.jobs.ingest import publish_jobs
+    from acme.jobs.ingest import DayPublisher
 
     # A partition as the code before gpu_share wrote it: every canonical column but that one.
     path = tmp_path / "old.txt"
@@ -195,7 +195,7 @@ def test_partition_written_before_gpu_share_merges_and_is_reported(lake_dir, tmp
     new = read_partition(lake_dir, "field", "2024-03-10").assign(
         job_id="503", gpu_num=1, gpu_share=0.5, run_s=3600.0, gpu_time=1800.0
     )
-    publish_jobs(Lake(str(lake_dir)), JobInput("field", "k8s", "new"), new, {})
+    DayPublisher(Lake(str(lake_dir)), JobInput("field", "k8s", "new"), new, {}).publish_rest()
     merged = read_partition(lake_dir, "field", "2024-03-10")
     assert merged.set_index("job_id")["gpu_share"].to_dict() == pytest.approx(
         {"502": float("nan"), "503": 0.5}, nan_ok=True

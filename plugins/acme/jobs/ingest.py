@@ -390,22 +390,10 @@ def _release_freed_memory() -> None:
     pa.default_memory_pool().release_unused()
 
 
-def publish_jobs(
-    lake: Lake,
-    job_input: JobInput,
-    accepted: Any,
-    report: dict[str, Any],
-    prepared: dict[str, tuple[int, bytes]] | None = None,
-) -> list[str]:
-    """Merge accepted jobs (an Arrow table, or a canonical frame) into their time-key-day
-    partitions; returns the partition URLs (see :class:`DayPublisher`)."""
-    return DayPublisher(lake, job_input, accepted, report, prepared).publish_rest()
-
-
 class DayPublisher:
-    """Publishes accepted jobs into their time-key-day partitions, each day once: on its own
-    (:meth:`publish_day`, as soon as its partition is encoded) or with the days left
-    (:meth:`publish_rest`).
+    """Merges accepted jobs (an Arrow table, or a canonical frame) into their time-key-day
+    partitions, each day once: on its own (:meth:`publish_day`, as soon as its partition is
+    encoded) or with the days left (:meth:`publish_rest`, which returns every day's URL).
 
     Each day is a zero-copy slice of the table, reordered by day first only when the input
     is not in submit order. Days are merged and encoded one after another: doing two at a time on
@@ -528,7 +516,7 @@ def prepare_partitions(
 ) -> dict[str, tuple[int, bytes]]:
     """Encode the day partitions of the parsed rows ahead of validation, while ``keep_going()``:
     ``{day: (rows, Parquet bytes)}`` (filled into ``prepared`` when given, and ``on_encoded(day)``
-    called after each), as :func:`publish_jobs` would write them into an empty
+    called after each), as :class:`DayPublisher` would write them into an empty
     partition. With ``second_hand_after``, a second thread joins in once that call returns (the
     validation's end: the core it used is free). A day that loses rows in validation is encoded
     again from its accepted rows; nothing is prepared for a table whose schema or time keys

@@ -96,7 +96,7 @@ are state updates for those jobs, so all are kept: ``skipped_other_days`` is alw
 shapes the live command (:func:`sacct_command`), and it is what an export whose only time is
 Elapsed (seff-style: no Submit, Start or End) needs: with ``day`` such a job is a row with submit,
 start and end null, ``run_s`` = Elapsed once ended, and the ingest files it under that day
-(:func:`acme.jobs.ingest.publish_jobs`); without ``day`` the field list is refused.
+(:class:`acme.jobs.ingest.DayPublisher`); without ``day`` the field list is refused.
 
 Encoding
 --------
