@@ -1,6 +1,8 @@
 """A small lake of one cluster's history, written by the real writers, for the lemon-node tests.
 
-Days are counted back from today, because the recovery's action log is stamped with the real time::
+Days are counted back from the day the history is written (``write_history`` returns it), because the
+recovery's action log is stamped with the real time; tests take their "today" from it, not from the time their
+module was imported (a run that crossed midnight saw the recovery after its own end of day)::
 
     job  submitted  nodes       state      diagnosis                  recovery
     101  today-6    gpu03       NODE_FAIL  -
@@ -23,8 +25,8 @@ HEADER = "JobID|JobName|User|Partition|State|Submit|Start|End|Elapsed|NNodes|NCP
 TRES = "billing=8,cpu=64,gres/gpu={gpus},mem=512G,node={nodes}"
 
 
-def days_ago(n: int) -> date:
-    return datetime.now(UTC).date() - timedelta(days=n)
+def days_ago(n: int, today: date) -> date:
+    return today - timedelta(days=n)
 
 
 def _sacct_line(
@@ -39,28 +41,28 @@ def _sacct_line(
     )  # fmt: skip
 
 
-def write_jobs(lake: Lake, folder: Path) -> None:
+def write_jobs(lake: Lake, folder: Path, today: date) -> None:
     from acme.jobs.ingest import JobInput, ingest_job_file
 
     lines = [
         HEADER,
-        _sacct_line(101, days_ago(6), "NODE_FAIL", "gpu03", 1, 10, "0:0"),
-        _sacct_line(102, days_ago(5), "FAILED", "gpu[03-04]", 2, 5, "1:0"),
-        _sacct_line(103, days_ago(4), "FAILED", "gpu[05-08]", 4, 2, "1:0"),
-        _sacct_line(104, days_ago(3), "FAILED", "gpu[01-08]", 8, 3, "1:0"),
+        _sacct_line(101, days_ago(6, today), "NODE_FAIL", "gpu03", 1, 10, "0:0"),
+        _sacct_line(102, days_ago(5, today), "FAILED", "gpu[03-04]", 2, 5, "1:0"),
+        _sacct_line(103, days_ago(4, today), "FAILED", "gpu[05-08]", 4, 2, "1:0"),
+        _sacct_line(104, days_ago(3, today), "FAILED", "gpu[01-08]", 8, 3, "1:0"),
     ]
     path = folder / "sacct.txt"
     path.write_text("\n".join(lines) + "\n")
     ingest_job_file(lake, JobInput("seren", "sacct", str(path)), path)
 
 
-def write_diagnoses(lake: Lake) -> None:
+def write_diagnoses(lake: Lake, today: date) -> None:
     from acme.diagnosis.records import DiagnosisRecord, write_records
 
     found = [
-        ("102", days_ago(5), "ECCError", "Infrastructure", "infrastructure"),
-        ("103", days_ago(4), "ValueError", "Framework", "user"),
-        ("104", days_ago(3), "NCCLTimeoutError", "Infrastructure", "infrastructure"),
+        ("102", days_ago(5, today), "ECCError", "Infrastructure", "infrastructure"),
+        ("103", days_ago(4, today), "ValueError", "Framework", "user"),
+        ("104", days_ago(3, today), "NCCLTimeoutError", "Infrastructure", "infrastructure"),
     ]
     write_records(
         lake,
@@ -94,14 +96,14 @@ def write_localization(lake: Lake, folder: Path) -> None:
     assert outcome["verdict"]["faulty"] == ["gpu03"], outcome["verdict"]
 
 
-def write_xids(lake: Lake) -> None:
+def write_xids(lake: Lake, today: date) -> None:
     """Xid 79 on gpu03 (GPU 2) and Xid 13 on gpu06 (GPU 0) two days ago, through the metrics' publisher."""
     import numpy as np
 
     from acme.metrics.catalog import load_catalog
     from acme.metrics.storage import Samples, day_start_ms, publish_day, series_frame
 
-    day = days_ago(2)
+    day = days_ago(2, today)
     start = day_start_ms(day)
     steps = np.arange(0, 86_400_000, 60_000, dtype=np.int64)  # one sample a minute, the whole day
     series = series_frame([("gpu03", 2, "GPU-a", "NVIDIA A100"), ("gpu06", 0, "GPU-b", "NVIDIA A100")])
@@ -118,8 +120,11 @@ def write_xids(lake: Lake) -> None:
     publish_day(lake, load_catalog()["xid_errors"], "seren", day, samples)
 
 
-def write_history(lake: Lake, folder: Path) -> None:
-    write_jobs(lake, folder)
-    write_diagnoses(lake)
+def write_history(lake: Lake, folder: Path) -> date:
+    """The history as of today (UTC); returns that day."""
+    today = datetime.now(UTC).date()
+    write_jobs(lake, folder, today)
+    write_diagnoses(lake, today)
     write_localization(lake, folder)
-    write_xids(lake)
+    write_xids(lake, today)
+    return today

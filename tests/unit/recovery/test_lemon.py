@@ -17,15 +17,26 @@ from acme.recovery.lemon_nightly import end_of_day, lemon_ranking, suggest_cordo
 from acme.settings import LemonSettings
 from tests.lemon_support import days_ago, simulated_jobs_file, write_history
 
-UNTIL = end_of_day(datetime.now(UTC).date())
+UNTIL = end_of_day(datetime.now(UTC).date())  # for the tests of the score alone, which read no lake
 
 
 @pytest.fixture(scope="module")
-def history(tmp_path_factory) -> Lake:
+def written(tmp_path_factory) -> tuple[Lake, datetime]:
+    """The history and the end of the day it was written as of (the ranking's "until")."""
     folder = tmp_path_factory.mktemp("lemon")
     lake = Lake(str(folder / "lake"))
-    write_history(lake, folder)
-    return lake
+    today = write_history(lake, folder)
+    return lake, end_of_day(today)
+
+
+@pytest.fixture(scope="module")
+def history(written) -> Lake:
+    return written[0]
+
+
+@pytest.fixture(scope="module")
+def until(written) -> datetime:
+    return written[1]
 
 
 @pytest.fixture
@@ -50,8 +61,8 @@ def by_node(events):
     return found
 
 
-def test_every_record_kind_becomes_events_on_the_right_nodes(history):
-    evidence = collect_events(history, "seren", UNTIL, LemonSettings())
+def test_every_record_kind_becomes_events_on_the_right_nodes(history, until):
+    evidence = collect_events(history, "seren", until, LemonSettings())
     nodes = by_node(evidence.events)
     assert sorted(nodes) == [
         "gpu03",
@@ -69,13 +80,13 @@ def test_every_record_kind_becomes_events_on_the_right_nodes(history):
     assert evidence.read == {"job_partitions": 4, "diagnosis_partitions": 3, "recovery_logs": 1}
 
 
-def test_the_ranking_puts_the_repeat_offender_first_with_its_weights(history):
-    ranking, _ = lemon_ranking(history, "seren", UNTIL, LemonSettings())
+def test_the_ranking_puts_the_repeat_offender_first_with_its_weights(history, until):
+    ranking, _ = lemon_ranking(history, "seren", until, LemonSettings())
     assert [(s.rank, s.node) for s in ranking] == [(1, "gpu03"), (2, "gpu04")]
     worst = ranking[0]
     assert worst.by_source == {"diagnosis": 2, "node_fail": 1, "localization": 1, "telemetry": 1}
-    ended = datetime.combine(days_ago(5), datetime.min.time(), tzinfo=UTC) + timedelta(hours=6)
-    age_days = (UNTIL - ended).total_seconds() / 86_400
+    ended = datetime.combine(days_ago(5, until.date()), datetime.min.time(), tzinfo=UTC) + timedelta(hours=6)
+    age_days = (until - ended).total_seconds() / 86_400
     assert ranking[1].score == pytest.approx(
         0.5 * 0.5 ** (age_days / LemonSettings().half_life_days) * (1 + math.log10(1 + 40))
     )
@@ -106,40 +117,40 @@ def test_gpu_hours_lost_and_blame_weigh_a_failure():
     assert (small, large, spread, xid) == pytest.approx((0.5, 0.5 * 4, 0.5 * 0.25, 0.5 * 0.5))
 
 
-def test_the_nightly_step_suggests_only_when_auto_cordon_is_off(lake, simulated_cluster):
+def test_the_nightly_step_suggests_only_when_auto_cordon_is_off(lake, simulated_cluster, until):
     settings = LemonSettings(suggest_top=2, min_score=0.1, auto_cordon=False)
-    result = suggest_cordons(lake, "seren", UNTIL.date(), settings)
+    result = suggest_cordons(lake, "seren", until.date(), settings)
     assert [(s["node"], s["already_cordoned"], s["cordoned_by_us"]) for s in result["suggested"]] == [
         ("gpu03", True, False),  # the recovery of job 104 cordoned it already
         ("gpu04", False, False),
     ]
     state = lake.read_json("recovery/simulated/cluster=seren/state.json")
     assert sorted(state["cordoned"]) == ["gpu03"]
-    record = lake.read_json(f"recovery/lemon/cluster=seren/date={UNTIL.date().isoformat()}/suggestion.json")
+    record = lake.read_json(f"recovery/lemon/cluster=seren/date={until.date().isoformat()}/suggestion.json")
     assert record["suggested"] == result["suggested"] and record["auto_cordon"] is False
     assert result["notice"]["kind"] == "lemon" and result["notice"]["nodes"] == ["gpu03", "gpu04"]
     assert enqueue(lake, result["notice"]) and not enqueue(lake, result["notice"])
     assert [m["id"] for m in queued(lake)] == [result["notice"]["id"]]
 
 
-def test_auto_cordon_on_cordons_the_suggested_node_once_through_the_backend(lake, simulated_cluster):
+def test_auto_cordon_on_cordons_the_suggested_node_once_through_the_backend(lake, simulated_cluster, until):
     settings = LemonSettings(suggest_top=2, min_score=0.1, auto_cordon=True)
-    result = suggest_cordons(lake, "seren", UNTIL.date(), settings)
+    result = suggest_cordons(lake, "seren", until.date(), settings)
     (cordoned,) = [s for s in result["suggested"] if "cordon" in s]
     assert cordoned["node"] == "gpu04" and cordoned["cordon"]["backend"] == "simulated"
     state = lake.read_json("recovery/simulated/cluster=seren/state.json")
     assert sorted(state["cordoned"]) == ["gpu03", "gpu04"]
     assert state["cordoned"]["gpu04"].startswith("acme lemon-node score")
-    again = suggest_cordons(lake, "seren", UNTIL.date(), settings)
+    again = suggest_cordons(lake, "seren", until.date(), settings)
     assert not [s for s in again["suggested"] if "cordon" in s]  # a re-run cordons nothing twice
     assert [s["cordoned_by_us"] for s in again["suggested"]] == [False, True]
 
 
-def test_nothing_to_suggest_needs_no_backend_and_sends_no_notice(lake):
+def test_nothing_to_suggest_needs_no_backend_and_sends_no_notice(lake, until):
     def no_backend(cluster, lake):
         raise AssertionError("no node to suggest: the backend is not asked")
 
-    result = suggest_cordons(lake, "seren", UNTIL.date(), LemonSettings(min_score=1000), no_backend)
+    result = suggest_cordons(lake, "seren", until.date(), LemonSettings(min_score=1000), no_backend)
     assert result["suggested"] == [] and result["notice"] is None and result["nodes_ranked"] == 2
 
 
@@ -155,15 +166,15 @@ def test_the_setting_turns_auto_cordon_on_and_is_off_by_default(monkeypatch):
         settings.lemon()
 
 
-def test_a_diagnosis_partition_without_its_columns_is_named(lake):
+def test_a_diagnosis_partition_without_its_columns_is_named(lake, until):
     import pyarrow as pa
 
-    key = f"diagnoses/cluster=seren/date={days_ago(1).isoformat()}/diagnoses.parquet"
+    key = f"diagnoses/cluster=seren/date={days_ago(1, until.date()).isoformat()}/diagnoses.parquet"
     lake.write_parquet(key, pa.table({"job_id": ["9"]}))
     with pytest.raises(InputError, match=r"diagnoses\.parquet.*attribution"):
-        collect_events(lake, "seren", UNTIL, LemonSettings())
+        collect_events(lake, "seren", until, LemonSettings())
 
 
-def test_an_unknown_telemetry_metric_is_a_configuration_error(lake):
+def test_an_unknown_telemetry_metric_is_a_configuration_error(lake, until):
     with pytest.raises(ConfigError, match="unknown metric 'ecc_nope'"):
-        collect_events(lake, "seren", UNTIL, LemonSettings(telemetry_metrics=("ecc_nope",)))
+        collect_events(lake, "seren", until, LemonSettings(telemetry_metrics=("ecc_nope",)))

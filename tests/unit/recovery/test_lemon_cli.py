@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+from datetime import date
 from pathlib import Path
 
 import pytest
@@ -23,13 +24,20 @@ def acme(*args: str) -> subprocess.CompletedProcess:
 
 
 @pytest.fixture(scope="module")
-def lake_dir(tmp_path_factory) -> Path:
+def written(tmp_path_factory) -> tuple[Path, date]:
+    """The history's lake and the day it was written as of."""
     folder = tmp_path_factory.mktemp("lemon-cli")
-    write_history(Lake(str(folder / "lake")), folder)
-    return folder / "lake"
+    today = write_history(Lake(str(folder / "lake")), folder)
+    return folder / "lake", today
 
 
-def test_json_ranking_names_the_repeat_offender_first(lake_dir):
+@pytest.fixture(scope="module")
+def lake_dir(written) -> Path:
+    return written[0]
+
+
+def test_json_ranking_names_the_repeat_offender_first(written):
+    lake_dir, today = written
     done = acme(
         "lemon-nodes",
         "--cluster",
@@ -37,7 +45,7 @@ def test_json_ranking_names_the_repeat_offender_first(lake_dir):
         "--lake",
         str(lake_dir),
         "--day",
-        days_ago(0).isoformat(),
+        days_ago(0, today).isoformat(),
         "--json",
     )
     assert done.returncode == 0, done.stderr
@@ -47,12 +55,13 @@ def test_json_ranking_names_the_repeat_offender_first(lake_dir):
     assert result["read"]["job_partitions"] == 4
 
 
-def test_the_table_defaults_to_the_newest_day_with_job_records(lake_dir):
+def test_the_table_defaults_to_the_newest_day_with_job_records(written):
+    lake_dir, today = written
     done = acme("lemon-nodes", "--cluster", "seren", "--lake", str(lake_dir), "--top", "1")
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert lines[0].startswith(
-        f"lemon nodes of seren as of {days_ago(3).isoformat()}"
+        f"lemon nodes of seren as of {days_ago(3, today).isoformat()}"
     )  # job 104's submit day
     assert len(lines) == 3 and lines[2].split()[:2] == ["1", "gpu03"]
 
