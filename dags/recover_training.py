@@ -15,7 +15,8 @@ with reasons) → **take out** the faulty nodes (blast-radius limit, then cordon
 spike, with the batches to skip) → **restart** (drained nodes excluded; detection-to-restart time) →
 `release` (teardown).
 
-**Flight Recorder dumps** (docs/flight_recorder.md): with the `flight_recorder_uri` Param, a conclusive
+**Flight Recorder dumps** (docs/flight_recorder.md): with the `flight_recorder_uri` Param (empty: where the
+cluster's `flight_recorder_uri_pattern` or `ACME_FLIGHT_RECORDER_URI_PATTERN` puts them), a conclusive
 dump of the hung job names the faulty nodes in `open_recovery` and the check rounds map no world (skipped);
 otherwise the action log's `flight_recorder` step says why and the rounds run.
 

@@ -63,6 +63,9 @@ class Cluster:
     # Where this cluster's training jobs keep their checkpoints, with {lake}, {cluster}, {job_id}; None:
     # ACME_CHECKPOINT_URI_PATTERN (acme.recovery.checkpoint_location).
     checkpoint_uri_pattern: str | None = None
+    # Where this cluster's hung training jobs write their Flight Recorder dumps, same placeholders; None:
+    # ACME_FLIGHT_RECORDER_URI_PATTERN (acme.recovery.checkpoint_location.flight_recorder_location).
+    flight_recorder_uri_pattern: str | None = None
     # The configuration file it comes from: the areas' errors about its settings name it.
     source_file: str = ""
 
@@ -110,10 +113,14 @@ def _load(path: str) -> tuple[tuple[str, Cluster], ...]:
         if not isinstance(jobs, dict):
             raise ConfigError(f"{where}: 'jobs' settings are missing")
         metrics = (entry or {}).get("metrics")
-        pattern = (entry or {}).get("checkpoint_uri_pattern")
-        if pattern is not None:
-            pattern = settings.checked_checkpoint_pattern(pattern, f"{where}: checkpoint_uri_pattern")
-        cluster = Cluster(name, _job_source(jobs, where), _metric_source(metrics, where), pattern, path)
+        patterns = {
+            key: settings.checked_checkpoint_pattern(value, f"{where}: {key}")
+            for key in ("checkpoint_uri_pattern", "flight_recorder_uri_pattern")
+            if (value := (entry or {}).get(key)) is not None
+        }
+        cluster = Cluster(
+            name, _job_source(jobs, where), _metric_source(metrics, where), **patterns, source_file=path
+        )
         loaded.append((name, cluster))
     return tuple(loaded)
 

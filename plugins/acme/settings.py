@@ -593,7 +593,8 @@ _K8S_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 
 @dataclass(frozen=True)
 class RecoverySettings:
-    """Everything recovery reads from the environment (``ACME_RECOVERY_*``, ``ACME_CHECKPOINT_URI_PATTERN``),
+    """Everything recovery reads from the environment (``ACME_RECOVERY_*``, ``ACME_CHECKPOINT_URI_PATTERN``,
+    ``ACME_FLIGHT_RECORDER_URI_PATTERN``),
     checked once; defaults that run offline."""
 
     backend: str
@@ -644,6 +645,11 @@ class RecoverySettings:
     (``ACME_CHECKPOINT_URI_PATTERN``, None when unset: ``DEFAULT_CHECKPOINT_URI_PATTERN``,
     ``{lake}/checkpoints/cluster={cluster}/job={job_id}``; e.g. ``s3://ckpt/{cluster}/{job_id}``).
     Placeholders: ``{lake}``, ``{cluster}``, ``{job_id}``."""
+    flight_recorder_uri_pattern: str | None = None
+    """Where a hung job's PyTorch Flight Recorder dumps are written when its run gives no
+    ``flight_recorder_uri`` and its cluster's entry in ``clusters.yaml`` no ``flight_recorder_uri_pattern``
+    (``ACME_FLIGHT_RECORDER_URI_PATTERN``, e.g. ``/shared/fr/{cluster}/{job_id}``, the folder the jobs'
+    ``TORCH_FR_DUMP_TEMP_FILE`` points into; unset: no dumps are looked for). Same placeholders."""
     # Approval before live actions (acme.recovery.approval, docs/approvals.md).
     auto_approve: bool = True
     """``ACME_RECOVERY_AUTO_APPROVE`` (default true): a live recovery the policy covers acts without asking;
@@ -668,6 +674,9 @@ class RecoverySettings:
         pattern = read.text("ACME_CHECKPOINT_URI_PATTERN") or None
         if pattern is not None:
             pattern = checked_checkpoint_pattern(pattern, "ACME_CHECKPOINT_URI_PATTERN")
+        dumps = read.text("ACME_FLIGHT_RECORDER_URI_PATTERN") or None
+        if dumps is not None:
+            dumps = checked_checkpoint_pattern(dumps, "ACME_FLIGHT_RECORDER_URI_PATTERN")
         return cls(
             backend=read.choice("ACME_RECOVERY_BACKEND", "simulated", RECOVERY_BACKENDS),
             namespace=namespace,
@@ -697,6 +706,7 @@ class RecoverySettings:
             lock_ttl_s=read.number("ACME_RECOVERY_LOCK_TTL_S", "7200", above=0),
             dry_run=read.flag("ACME_RECOVERY_DRY_RUN", True),
             checkpoint_uri_pattern=pattern,
+            flight_recorder_uri_pattern=dumps,
             auto_approve=read.flag("ACME_RECOVERY_AUTO_APPROVE", True),
             auto_approve_sources=_auto_approve_sources(read),
             auto_approve_max_nodes=read.integer("ACME_RECOVERY_AUTO_APPROVE_MAX_NODES", 1, low=0),

@@ -70,3 +70,23 @@ def test_an_inconclusive_dump_runs_both_rounds(airflow_db, simulated, checkpoint
         record["result"]["two_round_check"]
         == "runs: the dumps are not conclusive (rank(s) 3 of 4 wrote no dump)"
     )
+
+
+def test_a_run_without_the_param_reads_the_dumps_where_the_setting_puts_them(
+    airflow_db, simulated, checkpoints, tmp_path, monkeypatch
+):
+    """The diagnosis' conf names no dumps: ACME_FLIGHT_RECORDER_URI_PATTERN says where the job wrote them."""
+    monkeypatch.setenv("ACME_FLIGHT_RECORDER_URI_PATTERN", str(tmp_path / "fr" / "{cluster}" / "{job_id}"))
+    shutil.copytree(DUMPS, tmp_path / "fr" / "seren" / "8200")
+    params = conf(checkpoints, DUMPS)
+    del params["flight_recorder_uri"]
+    run = run_dag(**params)
+    assert run.state == "success", task_states(run)
+    assert task_states(run)["check_round1"] == ["skipped"]
+    steps = {r["step"]: r for r in actions(simulated, "seren", "8200")}
+    assert steps["flight_recorder"]["inputs"]["flight_recorder_uri"] == str(
+        tmp_path / "fr" / "seren" / "8200"
+    )
+    assert steps["flight_recorder"]["inputs"]["from"] == "ACME_FLIGHT_RECORDER_URI_PATTERN"
+    state = json.loads((simulated / "recovery/simulated/cluster=seren/state.json").read_text())
+    assert list(state["cordoned"]) == ["gpu04"]

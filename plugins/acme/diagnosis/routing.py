@@ -5,7 +5,8 @@ the job's owner for failures of their own making, nothing otherwise.
   (``acme.recovery.request.RecoveryRequest``, always a dry run when only the LLM agent says so), sent as
   the conf of the ``recover_training`` DAG (``Route.recovery_conf``: the request's ``to_conf()``, its
   Params; ``checkpoint_uri`` is the job record's, or "": recover_training then takes
-  ``ACME_CHECKPOINT_URI_PATTERN``). Without a node list there is nothing to localize, so
+  ``ACME_CHECKPOINT_URI_PATTERN``; the hung job's Flight Recorder dumps likewise, by
+  ``ACME_FLIGHT_RECORDER_URI_PATTERN``). Without a node list there is nothing to localize, so
   no recovery. Evaluation and debug jobs are cheap to resubmit, so they are not recovered automatically.
 * User-attributed failures -> an owner message (job, reason, evidence, mitigation) written to
   ``diagnosis/messages/cluster=<c>/date=<d>/<job_id>.json`` (rewritten, never appended, on a re-run).

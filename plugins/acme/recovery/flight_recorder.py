@@ -293,6 +293,10 @@ def _text(value: Any) -> str:
 # --- a folder of dumps ------------------------------------------------------------------------------
 
 
+class NoDumps(InputError):
+    """The folder or prefix holds no dump at all (or is not there)."""
+
+
 def read_dump_folder(uri: str, job_nodes: Sequence[str] = ()) -> list[RankDump]:
     """Every rank's dump under ``uri`` (a folder or ``s3://`` prefix), one file per rank, in rank order.
 
@@ -304,7 +308,7 @@ def read_dump_folder(uri: str, job_nodes: Sequence[str] = ()) -> list[RankDump]:
     from acme.lake import open_lake
 
     if "://" not in uri and not Path(uri).is_dir():
-        raise InputError(uri, "no such folder: where are the Flight Recorder dumps?")
+        raise NoDumps(uri, "no such folder: where are the Flight Recorder dumps?")
     store = open_lake(uri)
     nodes = set(job_nodes)
     dumps: dict[int, RankDump] = {}
@@ -320,7 +324,7 @@ def read_dump_folder(uri: str, job_nodes: Sequence[str] = ()) -> list[RankDump]:
             )
         dumps[dump.rank] = dump
     if not dumps:
-        raise InputError(uri, "no dump in this folder (one file per rank, <prefix><rank>)")
+        raise NoDumps(uri, "no dump in this folder (one file per rank, <prefix><rank>)")
     return [dumps[rank] for rank in sorted(dumps)]
 
 

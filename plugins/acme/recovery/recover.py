@@ -65,7 +65,9 @@ def request_from_run(
 ) -> RecoveryRequest:
     """The checked request of a run: its Params (or the diagnosis' conf), keyed on ``recovery_id`` (default
     the run id); an empty ``checkpoint_uri`` is found by ``acme.recovery.checkpoint_location`` (the
-    cluster's configuration, then ``ACME_CHECKPOINT_URI_PATTERN``; ``{lake}`` is this lake).
+    cluster's configuration, then ``ACME_CHECKPOINT_URI_PATTERN``; ``{lake}`` is this lake), and so is an
+    empty ``flight_recorder_uri`` (the cluster's ``flight_recorder_uri_pattern``, then
+    ``ACME_FLIGHT_RECORDER_URI_PATTERN``; neither: no dumps).
 
     A request that cannot be made (a bad Param, an unreadable cluster configuration or pattern) is
     still recorded, as a failed ``request`` step of the action log, when the cluster, job id and
@@ -73,20 +75,25 @@ def request_from_run(
     """
     from acme.errors import ConfigError
     from acme.recovery.actions import SAFE_NAME, recovery_id_from_run
-    from acme.recovery.checkpoint_location import checkpoint_location
+    from acme.recovery.checkpoint_location import checkpoint_location, flight_recorder_location
 
     recovery_id = params.get("recovery_id") or recovery_id_from_run(run_id)
     cluster, job_id = params.get("cluster"), str(params.get("job_id") or "")
     try:
-        location = None
+        location = dumps = None
         if not (params.get("checkpoint_uri") or "").strip():
             location = checkpoint_location(
+                checked_name(cluster, "cluster"), checked_name(job_id, "job_id"), lake.uri
+            )
+        if not params.get("flight_recorder_uri"):
+            dumps = flight_recorder_location(
                 checked_name(cluster, "cluster"), checked_name(job_id, "job_id"), lake.uri
             )
         return RecoveryRequest.from_params(
             params, recovery_id, run_id, started,
             default_checkpoint=location.uri if location else None,
             default_from=location.source if location else "ACME_CHECKPOINT_URI_PATTERN",
+            default_dumps=(dumps.uri, dumps.source) if dumps else None,
         )  # fmt: skip
     except (InputError, ConfigError) as exc:
         names = (cluster, job_id, recovery_id)
@@ -159,7 +166,8 @@ def read_flight_recorder(lake: Lake, request: RecoveryRequest) -> dict[str, Any]
     check; None when the request names no dumps. Dumps that cannot be read are an inconclusive verdict
     (the error says which file and why), never a failed recovery: the check then runs as without them.
     A re-run reuses the verdict it recorded."""
-    from acme.recovery.flight_recorder import analyse, read_dump_folder
+    from acme.recovery.flight_recorder import NoDumps, analyse, read_dump_folder
+    from acme.recovery.request import FLIGHT_RECORDER_PARAM
 
     if not request.flight_recorder_uri:
         return None
@@ -167,12 +175,27 @@ def read_flight_recorder(lake: Lake, request: RecoveryRequest) -> dict[str, Any]
     earlier = None if request.dry_run else log.done(FLIGHT_RECORDER_STEP)
     if earlier is not None:
         return dict(earlier["result"]["verdict"])
-    inputs = {"flight_recorder_uri": request.flight_recorder_uri, "nodes": list(request.nodes)}
+    inputs = {"flight_recorder_uri": request.flight_recorder_uri, "from": request.flight_recorder_from,
+              "nodes": list(request.nodes)}  # fmt: skip
     with log.step(FLIGHT_RECORDER_STEP, inputs, request.dry_run, FLIGHT_RECORDER_STEP) as result:
         try:
             verdict = analyse(
                 read_dump_folder(request.flight_recorder_uri, request.nodes), request.nodes
             ).to_dict()
+        except NoDumps as exc:
+            # A pattern names where dumps would be for every job: most failures are no hang and write none.
+            why = (
+                f"the dumps cannot be read: {exc}"
+                if request.flight_recorder_from == FLIGHT_RECORDER_PARAM
+                else f"no dumps at {request.flight_recorder_uri} ({request.flight_recorder_from}): the job wrote none"
+            )
+            verdict = {
+                "conclusive": False,
+                "why": why,
+                "faulty_nodes": [],
+                "blamed": [],
+                "problems": [str(exc)],
+            }
         except InputError as exc:
             verdict = {"conclusive": False, "why": f"the dumps cannot be read: {exc}", "faulty_nodes": [],
                        "blamed": [], "problems": [str(exc)]}  # fmt: skip

@@ -12,8 +12,10 @@ Conf fields (the Params of ``recover_training``): ``cluster``, ``job_id``, ``nod
 ``metrics_file``, ``dry_run``, ``reason``, ``recovery_id``, ``detected_at``, ``flight_recorder_uri`` (where
 the hung job's PyTorch Flight Recorder dumps are: ``acme.recovery.flight_recorder``), and what the diagnosis found
 (``diagnosis_source``, ``confidence``, ``evidence``), which the approval form shows and the auto-approve
-policy reads (``acme.recovery.approval``). Fields only a checked request has: ``run_id`` and
-``checkpoint_from`` (where the checkpoint location came from, for error messages).
+policy reads (``acme.recovery.approval``). Fields only a checked request has: ``run_id``,
+``checkpoint_from`` (where the checkpoint location came from, for error messages) and
+``flight_recorder_from`` (the same for the dumps: the Param, or the cluster's or the setting's pattern,
+``acme.recovery.checkpoint_location.flight_recorder_location``).
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from acme.errors import InputError
+
+FLIGHT_RECORDER_PARAM = "the flight_recorder_uri Param"
 
 DIAGNOSIS_SOURCES = ("rule", "retrieval", "llm", "operator", "manual")
 """Who decided the failure a recovery is started for; ``manual`` for a run started by hand."""
@@ -88,7 +92,8 @@ def conf_schema(dry_run_default: bool) -> dict[str, Any]:
             "description": "Folder or s3:// prefix holding the hung job's PyTorch Flight Recorder dumps, one "
             "file per rank (TORCH_FR_DUMP_TEMP_FILE). When they name the ranks that never entered the stuck "
             "collective (and so their nodes), the two-round check is skipped; otherwise the action log says why "
-            "and the check runs. Empty: no dumps (docs/flight_recorder.md).",
+            "and the check runs. Empty: where the cluster's flight_recorder_uri_pattern in clusters.yaml, else "
+            "ACME_FLIGHT_RECORDER_URI_PATTERN, puts them; neither set: no dumps (docs/flight_recorder.md).",
         },
         "evidence": {
             "default": [], "type": "array", "items": {"type": "string"}, "maxItems": MAX_EVIDENCE_LINES,
@@ -130,6 +135,7 @@ class RecoveryRequest:
     confidence: float | None = None
     evidence: tuple[str, ...] = ()
     flight_recorder_uri: str = ""  # the hung job's Flight Recorder dumps ("" = none)
+    flight_recorder_from: str = FLIGHT_RECORDER_PARAM  # where that location came from
 
     @classmethod
     def from_params(
@@ -140,10 +146,12 @@ class RecoveryRequest:
         started: datetime,
         default_checkpoint: str | None = None,
         default_from: str = "ACME_CHECKPOINT_URI_PATTERN",
+        default_dumps: tuple[str, str] | None = None,
     ) -> RecoveryRequest:
-        """Checked request from run Params; ``detected_at`` defaults to ``started`` (the run's start) and an
+        """Checked request from run Params; ``detected_at`` defaults to ``started`` (the run's start), an
         empty ``checkpoint_uri`` to ``default_checkpoint`` (found by ``default_from``, the setting named
-        when no healthy checkpoint is there)."""
+        when no healthy checkpoint is there) and an empty ``flight_recorder_uri`` to ``default_dumps``
+        (the location and the setting that gave it)."""
         from acme.recovery.actions import checked_metrics_file, checked_name
 
         nodes = _checked_nodes(params.get("nodes"))
@@ -157,6 +165,7 @@ class RecoveryRequest:
             raise InputError("checkpoint_uri", "missing: where the job's checkpoints are (folder or s3://…)")
         detected = params.get("detected_at") or started.astimezone(UTC).isoformat()
         _check_aware(detected)
+        dumps_uri, dumps_from = _dumps_location(params, default_dumps)
         return cls(
             cluster=checked_name(params.get("cluster"), "cluster"),
             job_id=checked_name(str(params.get("job_id") or ""), "job_id"),
@@ -169,7 +178,8 @@ class RecoveryRequest:
             reason=str(params.get("reason") or ""),
             detected_at=str(detected),
             checkpoint_from=checkpoint_from,
-            flight_recorder_uri=_checked_location(params.get("flight_recorder_uri"), "flight_recorder_uri"),
+            flight_recorder_uri=dumps_uri,
+            flight_recorder_from=dumps_from,
             **_checked_diagnosis(params),
         )
 
@@ -231,6 +241,12 @@ def _checked_nodes(nodes: Any) -> tuple[str, ...]:
     if len(set(nodes)) != len(nodes):
         raise InputError("nodes", "a node is listed twice")
     return tuple(nodes)
+
+
+def _dumps_location(params: Mapping[str, Any], default: tuple[str, str] | None) -> tuple[str, str]:
+    """The dumps' location and where it came from: the Param, else ``default`` (a pattern's)."""
+    given = _checked_location(params.get("flight_recorder_uri"), "flight_recorder_uri")
+    return (given, FLIGHT_RECORDER_PARAM) if given or default is None else default
 
 
 def _checked_location(value: Any, what: str) -> str:

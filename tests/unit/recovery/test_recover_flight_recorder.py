@@ -126,3 +126,98 @@ def test_without_dumps_nothing_changes(lake, backend, checkpoints):
     outcome = recover(lake, request(checkpoints, ""), backend, recovery_settings())
     assert "flight_recorder" not in [r["step"] for r in records(lake)]
     assert outcome["verdict"]["faulty"] == ["n01"]
+
+
+# --- dumps found by a location pattern (a recovery the diagnosis starts names none) -----------------
+
+
+def clusters_file(tmp_path: Path, seren_extra: str = "") -> Path:
+    path = tmp_path / "clusters.yaml"
+    path.write_text(
+        "clusters:\n"
+        f"  seren:\n    jobs: {{format: acmetrace, input: x}}\n{seren_extra}"
+        "  kalos:\n    jobs: {format: acmetrace, input: y}\n"
+    )
+    return path
+
+
+@pytest.fixture
+def dump_pattern(tmp_path: Path, monkeypatch) -> Path:
+    """ACME_FLIGHT_RECORDER_URI_PATTERN set, the clusters' configuration without a pattern of its own."""
+    monkeypatch.setenv("ACME_CLUSTERS_FILE", str(clusters_file(tmp_path)))
+    monkeypatch.setenv("ACME_FLIGHT_RECORDER_URI_PATTERN", str(tmp_path / "fr" / "{cluster}" / "{job_id}"))
+    return tmp_path / "fr"
+
+
+def requested(lake: Lake, checkpoints: Path, **params) -> RecoveryRequest:
+    """The request as recover_training checks it (the diagnosis' conf has no flight_recorder_uri)."""
+    from acme.recovery.recover import request_from_run
+
+    values = {"cluster": "seren", "job_id": "job-h", "nodes": NODES, "checkpoint_uri": str(checkpoints),
+              "recovery_id": "r1", **params}  # fmt: skip
+    return request_from_run(lake, values, "manual__1", STARTED)
+
+
+def test_the_setting_finds_the_dumps_the_hung_job_wrote_and_the_two_rounds_are_skipped(
+    lake, backend, checkpoints, dump_pattern
+):
+    shutil.copytree(DUMPS, dump_pattern / "seren" / "job-h")
+    request = requested(lake, checkpoints)
+    assert request.flight_recorder_uri == str(dump_pattern / "seren" / "job-h")
+    assert request.flight_recorder_from == "ACME_FLIGHT_RECORDER_URI_PATTERN"
+    outcome = recover(lake, request, backend, recovery_settings())
+    assert outcome["verdict"]["faulty"] == ["n03"] and outcome["verdict"]["source"] == "flight_recorder"
+    dumps = step(lake, "flight_recorder")
+    assert dumps["inputs"]["from"] == "ACME_FLIGHT_RECORDER_URI_PATTERN"
+    assert "check_round1" not in [r["step"] for r in records(lake)]
+
+
+@pytest.mark.parametrize("folder", ["empty", "absent"])
+def test_a_pattern_where_the_job_wrote_no_dumps_says_so_and_the_two_rounds_run(
+    lake, backend, checkpoints, dump_pattern, folder
+):
+    if folder == "empty":  # the folder is there, no rank wrote a dump
+        (dump_pattern / "seren" / "job-h").mkdir(parents=True)
+    outcome = recover(lake, requested(lake, checkpoints), backend, recovery_settings())
+    dumps = step(lake, "flight_recorder")
+    assert dumps["result"]["verdict"]["why"] == (
+        f"no dumps at {dump_pattern}/seren/job-h (ACME_FLIGHT_RECORDER_URI_PATTERN): the job wrote none"
+    )
+    assert dumps["result"]["two_round_check"].startswith("runs: the dumps are not conclusive (no dumps at")
+    assert outcome["verdict"]["faulty"] == ["n01"] and "source" not in outcome["verdict"]
+
+
+def test_the_param_comes_first_then_the_clusters_pattern_then_the_setting(
+    lake, checkpoints, tmp_path, monkeypatch
+):
+    from acme.recovery.checkpoint_location import flight_recorder_location
+    from acme.recovery.request import FLIGHT_RECORDER_PARAM
+
+    configured = clusters_file(tmp_path, '    flight_recorder_uri_pattern: "s3://seren-fr/{job_id}"\n')
+    monkeypatch.setenv("ACME_CLUSTERS_FILE", str(configured))
+    monkeypatch.delenv("ACME_FLIGHT_RECORDER_URI_PATTERN", raising=False)
+    found = flight_recorder_location("seren", "job-h", "s3://lake")
+    assert (found.uri, found.source) == (
+        "s3://seren-fr/job-h",
+        f"flight_recorder_uri_pattern of cluster seren in {configured}",
+    )
+    assert flight_recorder_location("kalos", "7", "s3://lake") is None  # nothing set: no dumps looked for
+    given = requested(lake, checkpoints, flight_recorder_uri=" /fr/given ")
+    assert (given.flight_recorder_uri, given.flight_recorder_from) == ("/fr/given", FLIGHT_RECORDER_PARAM)
+    monkeypatch.setenv("ACME_FLIGHT_RECORDER_URI_PATTERN", "{lake}/fr/{cluster}/{job_id}")
+    found = flight_recorder_location("kalos", "7", "s3://lake/")
+    assert (found.uri, found.source) == ("s3://lake/fr/kalos/7", "ACME_FLIGHT_RECORDER_URI_PATTERN")
+
+
+def test_a_bad_dump_pattern_is_a_configuration_error_naming_it(tmp_path, monkeypatch):
+    from acme.clusters import load_clusters
+    from acme.errors import ConfigError
+
+    monkeypatch.setenv("ACME_FLIGHT_RECORDER_URI_PATTERN", "/fr/{user}/{job_id}")
+    with pytest.raises(ConfigError, match=r"ACME_FLIGHT_RECORDER_URI_PATTERN: unknown placeholder \{user\}"):
+        recovery_settings()
+    path = clusters_file(tmp_path, "    flight_recorder_uri_pattern: 3\n")
+    with pytest.raises(
+        ConfigError, match="cluster 'seren': flight_recorder_uri_pattern: must be a non-empty"
+    ):
+        load_clusters(path)
