@@ -264,3 +264,28 @@ assert compat.sqlalchemy is sqlalchemy
             [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=environ
         )
         assert done.returncode == 0, done.stderr
+
+
+def test_job_ids_that_are_plain_numbers_are_their_own_codes_and_any_other_id_a_dictionary_index():
+    import pyarrow as pa
+
+    from acme.jobs.validate import job_id_codes
+
+    numbers = job_id_codes(pa.chunked_array([["5778432", "0", "999999999999999999"], ["5778432"]]))
+    assert numbers.type == pa.uint64() and numbers.to_pylist() == [5778432, 0, 999999999999999999, 5778432]
+    # Ids that a number would merge ("007" and "7"), that are no plain number, or a missing one: the
+    # dictionary, so equal codes still mean equal ids.
+    for ids in (["7", "007", "7"], ["12345_1", "12345", "12345_1"], ["1", None, "1"],
+                ["1" * 19, "1" * 19 + "0", "1" * 19]):  # fmt: skip
+        codes = job_id_codes(pa.array(ids, pa.large_string())).to_pylist()
+        assert codes[0] == codes[2] and codes[1] != codes[0], ids
+
+
+def test_the_arrow_path_finds_duplicate_plain_number_ids_as_on_the_text(seren_jobs):
+    from acme.jobs.ingest import _jobs_table
+
+    jobs = pd.concat([seren_jobs, seren_jobs.iloc[[3]].assign(source_line=7)], ignore_index=True)
+    assert jobs["job_id"].str.fullmatch(r"[1-9][0-9]*").all()  # the numbers' path
+    expected = {5: "job_id appears more than once", 7: "job_id appears more than once"}
+    assert reasons_by_line(validate_jobs(jobs, layout="seren", source_file="s")) == expected
+    assert reasons_by_line(validate_job_table(_jobs_table(jobs), layout="seren", source_file="s")) == expected

@@ -138,16 +138,33 @@ def _nullable_ints(arrow_type):
 def _narrow_frame(table: pa.Table, columns: list[str]) -> pd.DataFrame:
     """The columns the suite reads, as pandas with numpy-backed columns only (GX filters and copies
     the frame per expectation; Arrow-backed text would make each copy a slow ``take``):
-    dictionary-encoded text becomes categoricals, and ``job_id`` becomes each id's code in a
-    dictionary of the ids (equal codes exactly where the ids are equal, null where the id is), so
+    dictionary-encoded text becomes categoricals, and ``job_id`` becomes an integer code of each id
+    (:func:`job_id_codes`: equal codes exactly where the ids are equal, null where the id is), so
     the uniqueness and not-null checks see the same rows fail as on the text."""
-    import pyarrow.compute as pc
-
     narrow = table.select(columns)
     index = narrow.schema.get_field_index("job_id")
-    codes = pc.dictionary_encode(narrow["job_id"].combine_chunks()).indices  # one dictionary for all rows
-    narrow = narrow.set_column(index, "job_id", codes)
+    narrow = narrow.set_column(index, "job_id", job_id_codes(narrow["job_id"]))
     return narrow.to_pandas(types_mapper=_nullable_ints, split_blocks=True)  # numbers without nulls: no copy
+
+
+# A job id that is a number as its scheduler writes it (no sign, no leading zero, 18 digits at most: it fits
+# an unsigned 64-bit integer): then the number itself is the id's code.
+_PLAIN_NUMBER = r"^(0|[1-9][0-9]{0,17})$"
+
+
+def job_id_codes(job_ids: pa.ChunkedArray | pa.Array) -> pa.Array:
+    """An integer per job id, equal exactly where the ids are equal (null where the id is): the ids
+    themselves as unsigned numbers when every id is a plain number and none is missing (AcmeTrace's
+    and Slurm's plain job ids: a cast, 0.4 s for ten million), else each id's index in a dictionary of
+    the ids (a hash table of every distinct id: 2.5 s for ten million, and 4-8 s of a ten-million-job
+    command, where it competes with the partitions' encoding for the cores)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    ids = job_ids.combine_chunks() if isinstance(job_ids, pa.ChunkedArray) else job_ids
+    if ids.null_count == 0 and pc.all(pc.match_substring_regex(ids, _PLAIN_NUMBER)).as_py() is not False:
+        return pc.cast(ids, pa.uint64())
+    return pc.dictionary_encode(ids).indices  # one dictionary for all rows
 
 
 def _suite(
