@@ -10,7 +10,10 @@ real docker-compose.yaml is started as it is, with a filled-in .env of free port
 In order, one deployment for the module, each step timed (printed and written to
 test-artifacts/compose-tier-timings.json):
 1. images built, ``up`` → every service healthy → airflow-init's admin user gets a JWT;
-2. a REST trigger of ``ingest_job_traces`` reaches success (the clean run);
+2. a REST trigger of ``ingest_job_traces`` reaches success (the clean run), and its tasks' logs are
+   read through the REST API (the api-server reads them from the logs volume: no log server runs);
+   no process of the deployment listens on any address but loopback (``ss`` of each container's
+   processes);
 3. the worker container killed mid-task: the task is retried, and the lake equals the clean run's;
 4. ``diagnose_failures`` on a job with a crash log (an ECC error): its diagnosis in the lake, the
    recovery it starts (``recover_training``, dry run) leaves its action log, the day's report;
@@ -28,6 +31,7 @@ import http.server
 import io
 import json
 import os
+import re
 import secrets
 import shutil
 import socket
@@ -185,6 +189,8 @@ def write_project(directory: Path) -> dict[str, str]:
         "ACME_LAKE_S3_ENDPOINT_URL": f"http://minio:{ports['minio']}",
         "AIRFLOW__API__HOST": "127.0.0.1",
         "AIRFLOW__SCHEDULER__SCHEDULER_HEALTH_CHECK_SERVER_HOST": "127.0.0.1",
+        # The file starts no log server (--skip-serve-logs); one started anyway would take a free port
+        # (not 8793 of the host) and bind every address, which the loopback test names.
         "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": str(ports["logs"]),
         "AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT": str(ports["trigger_logs"]),
         # Only the runs the test makes; a task of a killed worker is found in seconds, not minutes.
@@ -208,6 +214,7 @@ class Deployment:
         self.directory, self.env = directory, env
         self.api = f"http://127.0.0.1:{env['AIRFLOW_API_PORT']}"
         self.token: str | None = None
+        self.triggered: list[tuple[str, str]] = []  # (dag_id, run_id), in order
 
     def __call__(self, *args: str, timeout: float = 600, check: bool = True) -> subprocess.CompletedProcess:
         # Compose interpolates ${VAR} from the caller's environment before .env: the test session's
@@ -276,6 +283,7 @@ class Deployment:
             {"dag_run_id": run_id, "logical_date": None, "conf": conf},
         )
         assert status == 200, body
+        self.triggered.append((dag_id, run_id))
         return run_id
 
     def task_instances(self, dag_id: str, run_id: str) -> list[dict]:
@@ -425,23 +433,6 @@ def test_every_service_runs_on_the_host_network_and_no_bridge_exists(deployment)
         ["docker", "network", "ls", "--filter", f"label=com.docker.compose.project={PROJECT}", "-q"]
     )
     assert networks.stdout.strip() == ""
-    # Every service port listens on loopback only (Airflow's worker and triggerer log servers bind
-    # every address: Airflow 3.3.2's serve_logs has no host setting; their ports are free ones).
-    listening = run(["ss", "-ltnH"]).stdout.split("\n")
-    for name in (
-        "POSTGRES_PORT",
-        "REDIS_PORT",
-        "MINIO_PORT",
-        "AIRFLOW_API_PORT",
-        "AIRFLOW_SCHEDULER_HEALTH_PORT",
-    ):
-        port = deployment.env[name]
-        addresses = {
-            line.split()[3].rpartition(":")[0]
-            for line in listening
-            if line.split()[3:4] and line.split()[3].endswith(f":{port}")
-        }
-        assert addresses and addresses <= {"127.0.0.1"}, (name, addresses)
     # The one-shot services did their work: the lake's bucket exists, and the admin's password file.
     assert deployment.health()["airflow-init"] == "exited" and deployment.health()["minio-init"] == "exited"
     assert BUCKET in [b["Name"] for b in deployment.s3().list_buckets()["Buckets"]]
@@ -449,6 +440,86 @@ def test_every_service_runs_on_the_host_network_and_no_bridge_exists(deployment)
 
 def test_a_rest_trigger_of_the_ingest_reaches_success(clean_lake):
     assert any(k.startswith("lake/jobs/") for k in clean_lake)
+
+
+def test_a_finished_tasks_log_is_read_through_the_rest_api_from_the_logs_volume(api, clean_lake):
+    """No log server runs (--skip-serve-logs): the api-server reads a finished task's log from the
+    airflow-logs volume the worker wrote it to."""
+    dag_id, run_id = next(item for item in api.triggered if item[0] == "ingest_job_traces")
+    tasks = [t for t in api.task_instances(dag_id, run_id) if t["state"] == "success"]
+    assert tasks, "the clean run has finished tasks"
+    for task in tasks:
+        status, body = api.call(
+            "GET",
+            f"/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task['task_id']}/logs/"
+            f"{task['try_number']}?map_index={task['map_index']}&full_content=true",
+        )
+        assert status == 200, body
+        events = [str(line.get("event", "")) for line in body["content"]]
+        start, end = events.index("::group::Log message source details"), events.index("::endgroup::")
+        sources, lines = events[start + 1 : end], events[end + 1 :]
+        mapped = f"map_index={task['map_index']}/" if task["map_index"] >= 0 else ""
+        expected = (
+            f"/opt/airflow/logs/dag_id={dag_id}/run_id={run_id}/task_id={task['task_id']}/"
+            f"{mapped}attempt={task['try_number']}.log"
+        )
+        assert sources == [expected], (task["rendered_map_index"], sources)
+        done = [line for line in lines if line.startswith("Done. Returned value was:")]
+        assert done and f"'cluster': '{task['rendered_map_index']}'" in done[0], lines[-20:]
+    print(f"\n[compose tier] logs read through the REST API: {len(tasks)} tasks, from {sources}")
+
+
+LOOPBACK = {"127.0.0.1", "::1", "::ffff:127.0.0.1"}
+SS_PID = re.compile(r"pid=(\d+),")
+
+
+def deployment_sockets(deployment: Deployment, kind: str) -> list[tuple[str, str, int]]:
+    """(service, address, port) of each socket ``ss -l`` lists (``kind`` t: listening TCP, u: unconnected
+    UDP) that a process of a long-running container holds: host networking, so ``ss`` here sees them, and
+    ``docker top`` gives each container's processes by their host PIDs."""
+    pids: dict[int, str] = {}
+    for service in LONG_RUNNING:
+        top = run(["docker", "top", deployment.container(service), "-eo", "pid"]).stdout.split()
+        pids |= {int(pid): service for pid in top[1:]}
+    found = set()
+    for line in run(["ss", f"-l{kind}npH"]).stdout.splitlines():
+        fields = line.split()
+        if len(fields) < 6:
+            continue
+        address, _, port = fields[3].rpartition(":")
+        address = address.strip("[]").partition("%")[0]
+        for pid in SS_PID.findall(line):
+            if int(pid) in pids:
+                found.add((pids[int(pid)], address, int(port)))
+    return sorted(found)
+
+
+def test_no_process_of_the_deployment_listens_beyond_loopback(api, clean_lake):
+    env = api.env
+    tcp = deployment_sockets(api, "t")
+    print(f"\n[compose tier] listening TCP sockets of the deployment: {tcp}")
+    beyond = [s for s in tcp if s[1] not in LOOPBACK]
+    assert beyond == [], f"TCP listeners beyond loopback: {beyond}"
+    # The sockets were found by their processes: each service's own port, on the service's processes.
+    expected = {
+        ("postgres", int(env["POSTGRES_PORT"])), ("redis", int(env["REDIS_PORT"])),
+        ("minio", int(env["MINIO_PORT"])), ("api-server", int(env["AIRFLOW_API_PORT"])),
+        ("scheduler", int(env["AIRFLOW_SCHEDULER_HEALTH_PORT"])), ("statsd-exporter", 9102),
+        ("prometheus", 9090),
+    }  # fmt: skip
+    assert expected <= {(service, port) for service, _, port in tcp}, tcp
+    # No log server (--skip-serve-logs): the worker and the triggerer listen on nothing.
+    assert not [s for s in tcp if s[0] in ("worker", "triggerer", "dag-processor")], tcp
+    udp = deployment_sockets(api, "u")
+    print(f"[compose tier] unconnected UDP sockets of the deployment: {udp}")
+    assert ("statsd-exporter", "127.0.0.1", 9125) in udp, udp
+    assert [s for s in udp if s[2] == 9125] == [("statsd-exporter", "127.0.0.1", 9125)], udp
+    # Every other unconnected UDP socket is a StatsD client's (Airflow's metrics, sent with sendto): an
+    # Airflow process's socket on an ephemeral port, which ss lists like a server's but takes nothing in.
+    low, high = map(int, Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split())
+    airflow = {"api-server", "scheduler", "dag-processor", "triggerer", "worker"}
+    others = [s for s in udp if s[1] not in LOOPBACK and not (s[0] in airflow and low <= s[2] <= high)]
+    assert others == [], f"UDP sockets beyond loopback that are no StatsD client's: {others}"
 
 
 def test_the_worker_killed_mid_task_the_task_is_retried_and_the_lake_equals_a_clean_run(api, clean_lake):

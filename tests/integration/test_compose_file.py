@@ -72,9 +72,29 @@ def test_every_service_of_the_deployment_is_there(compose):
         "api-server": ["api-server"],
         "scheduler": ["scheduler"],
         "dag-processor": ["dag-processor"],
-        "triggerer": ["triggerer"],
-        "worker": ["celery", "worker"],
+        # No log server (Airflow's serve_logs binds every address): the api-server reads the task
+        # logs from the airflow-logs volume that every Airflow service mounts.
+        "triggerer": ["triggerer", "--skip-serve-logs"],
+        "worker": ["celery", "worker", "--skip-serve-logs"],
     }
+
+
+def test_every_published_port_is_bound_to_loopback(compose):
+    published = {
+        name: service["ports"] for name, service in compose["services"].items() if service.get("ports")
+    }
+    assert set(published) == {"minio", "prometheus", "api-server"}, published
+    for name, ports in published.items():
+        for port in ports:
+            assert isinstance(port, str) and port.startswith("127.0.0.1:"), (name, port)
+    for name, service in compose["services"].items():
+        assert service.get("network_mode") is None, f"{name}: network_mode (the offline override's)"
+
+
+def test_the_task_logs_the_api_server_reads_are_on_the_volume_every_airflow_service_mounts(compose):
+    for name in (*AIRFLOW_SERVICES, "airflow-init"):
+        assert "airflow-logs:/opt/airflow/logs" in compose["services"][name]["volumes"], name
+    assert "airflow-logs" in compose["volumes"]
 
 
 def test_long_running_services_have_healthchecks_and_one_shot_jobs_do_not_restart(compose):
