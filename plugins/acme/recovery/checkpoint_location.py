@@ -45,6 +45,10 @@ def cluster_pattern(cluster: str, name: str, clusters_file: Path | None = None) 
     return None if pattern is None else (pattern, f"{name} of cluster {cluster} in {path}")
 
 
+def _filled(pattern: str, lake_uri: str, cluster: str, job_id: str) -> str:
+    return pattern.format(lake=lake_uri.rstrip("/"), cluster=cluster, job_id=job_id)
+
+
 def checkpoint_location(
     cluster: str, job_id: str, lake_uri: str, given: str | None = None, clusters_file: Path | None = None
 ) -> CheckpointLocation:
@@ -63,9 +67,7 @@ def checkpoint_location(
         configured = recovery().checkpoint_uri_pattern
         pattern = configured or DEFAULT_CHECKPOINT_URI_PATTERN
         source = SETTING if configured else f"{SETTING} (unset: its default {DEFAULT_CHECKPOINT_URI_PATTERN})"
-    return CheckpointLocation(
-        pattern.format(lake=lake_uri.rstrip("/"), cluster=cluster, job_id=job_id), source
-    )
+    return CheckpointLocation(_filled(pattern, lake_uri, cluster, job_id), source)
 
 
 FLIGHT_RECORDER_SETTING = "ACME_FLIGHT_RECORDER_URI_PATTERN"
@@ -85,6 +87,4 @@ def flight_recorder_location(
     if found is None:
         return None
     pattern, source = found
-    return CheckpointLocation(
-        pattern.format(lake=lake_uri.rstrip("/"), cluster=cluster, job_id=job_id), source
-    )
+    return CheckpointLocation(_filled(pattern, lake_uri, cluster, job_id), source)
