@@ -85,7 +85,7 @@ def request_from_run(
             location = checkpoint_location(
                 checked_name(cluster, "cluster"), checked_name(job_id, "job_id"), lake.uri
             )
-        if not params.get("flight_recorder_uri"):
+        if not str(params.get("flight_recorder_uri") or "").strip():
             dumps = flight_recorder_location(
                 checked_name(cluster, "cluster"), checked_name(job_id, "job_id"), lake.uri
             )
@@ -182,12 +182,13 @@ def read_flight_recorder(lake: Lake, request: RecoveryRequest) -> dict[str, Any]
             verdict = analyse(
                 read_dump_folder(request.flight_recorder_uri, request.nodes), request.nodes
             ).to_dict()
-        except NoDumps as exc:
+        except InputError as exc:
             # A pattern names where dumps would be for every job: most failures are no hang and write none.
+            from_pattern = isinstance(exc, NoDumps) and request.flight_recorder_from != FLIGHT_RECORDER_PARAM
             why = (
-                f"the dumps cannot be read: {exc}"
-                if request.flight_recorder_from == FLIGHT_RECORDER_PARAM
-                else f"no dumps at {request.flight_recorder_uri} ({request.flight_recorder_from}): the job wrote none"
+                f"no dumps at {request.flight_recorder_uri} ({request.flight_recorder_from}): the job wrote none"
+                if from_pattern
+                else f"the dumps cannot be read: {exc}"
             )
             verdict = {
                 "conclusive": False,
@@ -196,9 +197,6 @@ def read_flight_recorder(lake: Lake, request: RecoveryRequest) -> dict[str, Any]
                 "blamed": [],
                 "problems": [str(exc)],
             }
-        except InputError as exc:
-            verdict = {"conclusive": False, "why": f"the dumps cannot be read: {exc}", "faulty_nodes": [],
-                       "blamed": [], "problems": [str(exc)]}  # fmt: skip
         result["verdict"] = verdict
         result["two_round_check"] = (
             f"skipped: the dumps name the faulty node(s) {', '.join(verdict['faulty_nodes'])} ({verdict['why']})"

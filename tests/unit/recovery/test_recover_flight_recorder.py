@@ -207,6 +207,10 @@ def test_the_param_comes_first_then_the_clusters_pattern_then_the_setting(
     monkeypatch.setenv("ACME_FLIGHT_RECORDER_URI_PATTERN", "{lake}/fr/{cluster}/{job_id}")
     found = flight_recorder_location("kalos", "7", "s3://lake/")
     assert (found.uri, found.source) == ("s3://lake/fr/kalos/7", "ACME_FLIGHT_RECORDER_URI_PATTERN")
+    blank = requested(lake, checkpoints, flight_recorder_uri="  ")  # blank as the checkpoint_uri's: not given
+    assert blank.flight_recorder_uri == "s3://seren-fr/job-h" and blank.flight_recorder_from.startswith(
+        "flight_recorder_uri_pattern of cluster seren"
+    )
 
 
 def test_a_bad_dump_pattern_is_a_configuration_error_naming_it(tmp_path, monkeypatch):
