@@ -90,7 +90,7 @@ def _endpoint(server: FakeOpenAIServer, **overrides) -> LLMEndpoint:
         "base_url": server.base_url,
         "model": "fake-model",
         "api_key": API_KEY,
-        "timeout_s": 2.0,
+        "timeout_s": 10.0,  # no answer of the fake times out on a loaded machine unless scripted slow
         "max_retries": 2,
         "backoff_base_s": 0.01,
         "backoff_max_s": 0.05,

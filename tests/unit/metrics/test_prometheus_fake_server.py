@@ -104,8 +104,10 @@ def echo_matrix(path, params):
 
 
 def client(fake, **kwargs):
+    """A client that records its backoff sleeps instead of sleeping. Its timeout is long enough
+    that no answer of the fake times out on a loaded machine unless a test scripts a delay."""
     sleeps = []
-    options = {"timeout_s": 0.5, "max_attempts": 3, "backoff_s": 0.01, "sleep": sleeps.append, **kwargs}
+    options = {"timeout_s": 10.0, "max_attempts": 3, "backoff_s": 0.01, "sleep": sleeps.append, **kwargs}
     return PrometheusClient(fake.url, **options), sleeps
 
 
@@ -164,9 +166,9 @@ def test_503_timeout_and_error_bodies_are_retried_with_backoff(fake, catalog):
         "errorType": "timeout",
         "error": "query timed out in expression evaluation",
     }
-    fake.script = [(503, {"status": "error", "error": "overloaded"}), (200, {}, 1.0), (422, error_body)]
+    fake.script = [(503, {"status": "error", "error": "overloaded"}), (200, {}, 3.0), (422, error_body)]
     fake.default = echo_matrix
-    c, sleeps = client(fake, max_attempts=4)
+    c, sleeps = client(fake, max_attempts=4, timeout_s=1.0)
     result = c.query_range("DCGM_FI_DEV_GPU_UTIL", START, START + 30, 15)
     assert len(result[0]["values"]) == 3
     assert c.requests_made == 4 and sleeps == [0.01, 0.02, 0.04]
