@@ -215,3 +215,31 @@ def test_the_checks_catch_what_they_are_for(tmp_path):
         slug("The nightly job-trace DAG (`ingest_job_traces`)")
         == "the-nightly-job-trace-dag-ingest_job_traces"
     )
+
+
+# A line git writes into a file when a merge conflicts; a committed one means a merge was not finished
+# (the README once held both sides of its docs/ row). Real logs under tests/fixtures/ may quote them.
+CONFLICT_MARKER = re.compile(r"^(<{7} |>{7} |={7}$)", re.M)
+
+
+def test_no_page_or_source_file_holds_a_merge_conflict_marker():
+    checked = [
+        *PAGES,
+        *(
+            p
+            for folder in ("dags", "plugins", "include", "stack", "scripts")
+            for p in (ROOT / folder).rglob("*")
+        ),
+        *(ROOT / name for name in REPO_FILES),
+    ]
+    texts = [
+        p
+        for p in checked
+        if p.is_file()
+        and p.suffix in {"", ".md", ".py", ".sql", ".yaml", ".yml", ".txt", ".toml", ".sh", ".cfg"}
+    ]
+    assert len(texts) > 50
+    marked = [
+        str(p.relative_to(ROOT)) for p in texts if CONFLICT_MARKER.search(p.read_text(errors="replace"))
+    ]
+    assert marked == []
