@@ -176,10 +176,11 @@ def test_the_arrow_path_rejects_the_same_rows_as_the_frame_path(seren_jobs):
 
 
 def test_great_expectations_is_imported_without_the_modules_the_suite_never_uses(tmp_path):
-    """scipy.stats and altair (KL-divergence and KS-test expectations, charts) stay unloaded through
-    the import and a validation, in a fresh interpreter; great-expectations' references to them
-    load them on first use, and code importing them afterwards gets the real modules. SQLAlchemy
-    (its SQL data sources) is not loaded at all, and is importable afterwards."""
+    """scipy.stats, altair, jsonschema and mistune (KL-divergence, KS-test and JSON-schema
+    expectations, charts, Markdown) stay unloaded through the import and a validation, in a fresh
+    interpreter; great-expectations' references to them load them on first use, and code importing
+    them afterwards gets the real modules. SQLAlchemy, psycopg2, boto3 and botocore (its SQL data
+    sources, S3 stores) are not loaded at all, and are importable afterwards."""
     import subprocess
     import sys
 
@@ -191,8 +192,14 @@ from acme.jobs.acmetrace import parse_acmetrace_table
 gx = import_great_expectations()
 jobs = jobs_from_arrow(parse_acmetrace_table(sys.argv[1], "seren").jobs)
 assert validate_jobs(jobs, layout="seren", source_file="s").rejected.empty
-assert not any(name.startswith(("scipy.stats", "scipy.linalg", "altair")) for name in sys.modules)
-assert not any(name.startswith("sqlalchemy") for name in sys.modules)  # hidden from its import
+deferred = ("scipy.stats", "scipy.linalg", "altair", "jsonschema", "mistune")
+assert not any(name.startswith(deferred) for name in sys.modules)
+hidden = ("sqlalchemy", "psycopg2", "boto3", "botocore")
+assert not any(name.startswith(hidden) for name in sys.modules)  # hidden from its import
+from great_expectations.expectations.metrics.column_map_metrics import column_values_match_json_schema as js
+assert js.jsonschema.Draft7Validator({"type": "integer"}).is_valid(3)  # loaded on first use
+from great_expectations.compatibility import aws
+assert not aws.boto3  # great-expectations took boto3 as not installed (its stand-in is falsy)
 from great_expectations.expectations.core import expect_column_kl_divergence_to_be_less_than as kl
 assert abs(kl.stats.entropy([0.5, 0.5], [0.5, 0.5])) < 1e-12  # loaded on first use
 import scipy.stats
@@ -200,6 +207,9 @@ assert sys.modules["scipy.stats"] is scipy.stats and type(scipy.stats).__name__ 
 assert scipy.stats.norm.cdf(0) == 0.5
 import sqlalchemy  # hidden from great-expectations' import only: importable afterwards
 assert sqlalchemy.select(sqlalchemy.literal(1)) is not None
+import boto3, jsonschema
+assert boto3.client("s3", region_name="us-east-1", aws_access_key_id="k", aws_secret_access_key="s")
+assert sys.modules["jsonschema"] is jsonschema and type(jsonschema).__name__ == "module"
 print("ok")
 """
     import datetime as dt

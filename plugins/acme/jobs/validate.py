@@ -403,15 +403,17 @@ def preload_in_background():
 
 
 # Modules great-expectations imports at start-up only for expectations and renderers this suite
-# never runs (the KL-divergence and KS-test expectations: scipy.stats; charts: altair): about a
-# third of the CPU of its import (`python -X importtime`). They are imported on first use instead.
-DEFERRED_BY_GX_IMPORT = ("scipy.stats", "altair")
-# Optional dependencies of great-expectations for data sources this project never gives it (its
-# SQL data sources): when the process has not imported them yet, great-expectations' import does
-# not see them and runs as if they were not installed, which it supports (its
-# ``compatibility`` modules put a stand-in that raises on use). SQLAlchemy is a third of the rest
-# of the import's CPU (1.8 -> 1.3 s); in an Airflow process it is always imported already.
-HIDDEN_FROM_GX_IMPORT = ("sqlalchemy",)
+# never runs (the KL-divergence and KS-test expectations: scipy.stats; charts: altair; the JSON
+# schema expectation: jsonschema, with its format checkers; Markdown in data docs: mistune): about
+# a third of the CPU of its import (`python -X importtime`). They are imported on first use instead.
+DEFERRED_BY_GX_IMPORT = ("scipy.stats", "altair", "jsonschema", "mistune")
+# Optional dependencies of great-expectations for data sources and stores this project never gives
+# it (its SQL data sources; S3 stores and assets: boto3): when the process has not imported them
+# yet, great-expectations' import does not see them and runs as if they were not installed, which
+# it supports (its ``compatibility`` modules put a stand-in that raises on use). SQLAlchemy is a
+# third of the rest of the import's CPU (1.8 -> 1.3 s); in an Airflow process it is always
+# imported already.
+HIDDEN_FROM_GX_IMPORT = ("sqlalchemy", "psycopg2", "boto3", "botocore")
 _IMPORTING = threading.RLock()
 
 
