@@ -278,6 +278,7 @@ def worker_gave_up(stack: StackSettings, since: dict[str, int], messages: int) -
     return received == messages and last_tries == 3 * messages
 
 
+@pytest.mark.slow  # 74 s on 2026-12-04 (the longest of the module)
 def test_postgres_down_while_the_worker_takes_a_message_the_task_is_requeued(
     stack, api, postgres, redis_server, clean_lake, record_property
 ):
@@ -328,6 +329,7 @@ def test_postgres_down_while_the_worker_takes_a_message_the_task_is_requeued(
     assert outcome["retried"] == [], "a lost message costs no try"
 
 
+@pytest.mark.slow  # 77 s on 2026-12-04 with its teardown
 def test_redis_restarted_mid_run_lost_messages_are_requeued_and_the_lake_equals_a_clean_run(
     stack, api, redis_server, clean_lake, record_property
 ):
