@@ -110,16 +110,12 @@ def parse_acmetrace_table(
     first_day = _first_day(rows)
     jobs = rows.filter(pc.invert(problem)) if has_problems else rows
     del rows
-    table = _canonical_table(jobs, {"cluster": cluster, "source": "acmetrace", "source_file": source_file})
-    del jobs
-    # One chunk per column, in Arrow's memory: DuckDB's buffers are released column by column (so
-    # the copy costs one column at a time), and pandas later takes the columns without a copy.
-    columns = {}
-    for name in table.column_names:
-        columns[name] = table[name].combine_chunks()
-        table = table.drop_columns([name])
-    table = pa.table(columns)
-    del columns
+    count, columns = jobs.num_rows, dict(zip(jobs.column_names, jobs.columns, strict=True))
+    del jobs  # from here on each DuckDB column is held only by `columns`, until it is converted
+    table = _canonical_table(
+        columns, count, {"cluster": cluster, "source": "acmetrace", "source_file": source_file}
+    )
+    del columns  # what is left: the problem and record columns
     skipped = 0
     if day is not None:
         start = pa.scalar(pd_timestamp(day), pa.timestamp("us", tz="UTC"))
@@ -135,39 +131,60 @@ def parse_acmetrace_table(
     return ParseResult(table, rejects.reset_index(drop=True), rows_in, skipped, notes)
 
 
-def _canonical_table(jobs, constants: dict[str, str]):
-    """The canonical columns from DuckDB's rows: constants and ``state_group`` built in Arrow, the
-    low-cardinality text dictionary-encoded, the rest cast to the partitions' types."""
+# Threads converting DuckDB's columns: Arrow's kernels and copies release the GIL, and by then the
+# other core is free (the import of great-expectations is done) or nearly so.
+_CONVERT_THREADS = 2
+
+
+def _canonical_table(columns: dict, count: int, constants: dict[str, str]):
+    """The canonical columns from DuckDB's (``columns``: name -> chunked array, ``count`` rows):
+    constants and ``state_group`` built in Arrow, the low-cardinality text dictionary-encoded, the
+    rest cast to the partitions' types. Each comes out as one chunk in Arrow's memory (pandas
+    later takes the columns without a copy), :data:`_CONVERT_THREADS` columns at a time, and each
+    of DuckDB's columns is dropped from ``columns`` once converted, so its buffers are released
+    column by column (the copy costs one column at a time, not the table)."""
+    from concurrent.futures import ThreadPoolExecutor
+
     import pyarrow as pa
-    import pyarrow.compute as pc
 
     from acme.jobs.schema import job_arrow_schema, repeated_text
 
-    count = jobs.num_rows
-    states = pa.array(list(STATE_GROUPS), pa.large_string())
-    state_text = jobs["state"].cast(pa.large_string())
-    group_names = sorted(set(STATE_GROUPS.values()))
-    groups = pa.array(group_names, pa.large_string())
-    group_of_state = pa.array([group_names.index(group) for group in STATE_GROUPS.values()], pa.int8())
     derived = {
         **{name: repeated_text(constants.get(name), count) for name in _CONSTANT_TEXT},
         **{name: pa.nulls(count, type_name) for name, type_name in _CONSTANT_NULL.items()},
-        **{name: pc.dictionary_encode(jobs[name].cast(pa.large_string())) for name in _LOW_CARDINALITY},
-        # an unknown state has no group (null): validation names it
-        "state_group": pa.chunked_array(
-            [
-                pa.DictionaryArray.from_arrays(
-                    pc.take(group_of_state, pc.index_in(chunk, value_set=states)), groups
-                )
-                for chunk in state_text.chunks
-            ],
-            pa.dictionary(pa.int8(), pa.large_string()),
-        ),
     }
     schema = job_arrow_schema()
-    return pa.table(
-        {f.name: derived[f.name] if f.name in derived else jobs[f.name].cast(f.type) for f in schema}
-    )
+    converted = [f for f in schema if f.name not in derived and f.name != "state_group"]
+    # the widest columns first, so the two threads end together
+    converted.sort(key=lambda f: -sum(chunk.nbytes for chunk in columns[f.name].chunks))
+    with ThreadPoolExecutor(_CONVERT_THREADS, thread_name_prefix="convert-jobs") as pool:
+        for made in pool.map(lambda f: _converted_column(columns, f), converted):
+            derived.update(made)
+    return pa.table({f.name: derived[f.name] for f in schema})
+
+
+def _converted_column(columns: dict, field) -> dict:
+    """One of DuckDB's columns in its canonical type, in one chunk (with ``state_group`` for
+    ``state``); the DuckDB column is dropped from ``columns``."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    column = columns.pop(field.name)
+    if field.name not in _LOW_CARDINALITY:
+        return {field.name: column.cast(field.type).combine_chunks()}
+    text = column.cast(pa.large_string())
+    del column
+    made = {field.name: pc.dictionary_encode(text).combine_chunks()}
+    if field.name == "state":
+        group_names = sorted(set(STATE_GROUPS.values()))
+        group_of_state = pa.array([group_names.index(group) for group in STATE_GROUPS.values()], pa.int8())
+        states = pa.array(list(STATE_GROUPS), pa.large_string())
+        # an unknown state has no group (null): validation names it
+        made["state_group"] = pa.DictionaryArray.from_arrays(
+            pc.take(group_of_state, pc.index_in(text, value_set=states)).combine_chunks(),
+            pa.array(group_names, pa.large_string()),
+        )
+    return made
 
 
 def _read_rows(path: str, cluster: str, source_file: str, layout: str):

@@ -652,15 +652,8 @@ def ingest_job_file(
     lake: Lake, job_input: JobInput, local_path: str | Path, max_quarantine_share: float | None = None
 ) -> dict[str, Any]:
     """Everything at once, in memory (the command line): returns the run's summary."""
-    import pyarrow as pa
-
     from acme.jobs.validate import preload_in_background
 
-    # A large file makes many short-lived column-sized buffers (parse, encoding, validation): the
-    # system allocator returns them to the OS when freed, where mimalloc (Arrow's default) keeps
-    # about 50 MB of them at the peak of a million-job file. (At ten million jobs neither was
-    # faster in 5 runs each: 16-25 s wall against 15-38 s.)
-    pa.set_memory_pool(pa.system_memory_pool())
     preloading = preload_in_background()
     parsed = parse_to_table(job_input, local_path)
     table, parsed.table = parsed.table, None
