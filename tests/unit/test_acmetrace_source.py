@@ -248,3 +248,36 @@ def test_an_unknown_state_has_no_group_and_is_left_to_validation(tmp_path, seren
     jobs = parse_to_frame(write(tmp_path, "state.csv", "\n".join(lines)), "seren").jobs
     assert jobs.loc[0, "state"] == "EXPLODED" and pd.isna(jobs.loc[0, "state_group"])
     assert jobs.loc[1:, "state_group"].notna().all()
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_duckdb_columns_in_many_chunks_become_one_chunk_each_and_are_released(seren_sample, threads):
+    """DuckDB returns a large file in batches: each canonical column comes out in one chunk (pandas
+    takes it without a copy), equal to the same rows converted from one chunk, and each of DuckDB's
+    columns is dropped from the mapping once converted (only its extra columns are left)."""
+    import pyarrow as pa
+
+    from acme.jobs.acmetrace import _canonical_table
+    from acme.jobs.schema import job_schema_drift
+
+    parsed = parse_acmetrace_table(seren_sample, "seren").jobs
+    varying = ("job_id", "user", "job_type", "state", "submit_time", "start_time", "end_time", "queue_s",
+               "run_s", "gpu_num", "cpu_num", "node_num", "gpu_time", "source_duration_s", "source_gpu_time",
+               "source_line")  # fmt: skip
+    text = ("user", "job_type", "state")  # DuckDB gives them as plain text
+    plain = {name: parsed[name].cast(pa.large_string()) if name in text else parsed[name] for name in varying}
+    third = parsed.num_rows // 3
+    assert third > 0
+    chunked = {
+        name: pa.chunked_array([column.slice(0, third), column.slice(third, third), column.slice(2 * third)])
+        for name, column in plain.items()
+    }
+    chunked["problem"] = pa.chunked_array([pa.nulls(parsed.num_rows, pa.large_string())])
+    constants = {"cluster": "seren", "source": "acmetrace", "source_file": str(seren_sample)}
+
+    table = _canonical_table(chunked, parsed.num_rows, constants, threads=threads)
+
+    assert list(chunked) == ["problem"]
+    assert all(column.num_chunks == 1 for column in table.columns)
+    assert job_schema_drift(table.schema) == []
+    assert table.to_pylist() == parsed.to_pylist()

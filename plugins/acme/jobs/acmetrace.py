@@ -112,9 +112,8 @@ def parse_acmetrace_table(
     del rows
     count, columns = jobs.num_rows, dict(zip(jobs.column_names, jobs.columns, strict=True))
     del jobs  # from here on each DuckDB column is held only by `columns`, until it is converted
-    table = _canonical_table(
-        columns, count, {"cluster": cluster, "source": "acmetrace", "source_file": source_file}
-    )
+    constants = {"cluster": cluster, "source": "acmetrace", "source_file": source_file}
+    table = _canonical_table(columns, count, constants, threads=_reader_threads(path))
     del columns  # what is left: the problem and record columns
     skipped = 0
     if day is not None:
@@ -131,18 +130,14 @@ def parse_acmetrace_table(
     return ParseResult(table, rejects.reset_index(drop=True), rows_in, skipped, notes)
 
 
-# Threads converting DuckDB's columns: Arrow's kernels and copies release the GIL, and by then the
-# other core is free (the import of great-expectations is done) or nearly so.
-_CONVERT_THREADS = 2
-
-
-def _canonical_table(columns: dict, count: int, constants: dict[str, str]):
+def _canonical_table(columns: dict, count: int, constants: dict[str, str], threads: int = 1):
     """The canonical columns from DuckDB's (``columns``: name -> chunked array, ``count`` rows):
     constants and ``state_group`` built in Arrow, the low-cardinality text dictionary-encoded, the
     rest cast to the partitions' types. Each comes out as one chunk in Arrow's memory (pandas
-    later takes the columns without a copy), :data:`_CONVERT_THREADS` columns at a time, and each
-    of DuckDB's columns is dropped from ``columns`` once converted, so its buffers are released
-    column by column (the copy costs one column at a time, not the table)."""
+    later takes the columns without a copy), ``threads`` columns at a time (Arrow's kernels and
+    copies release the GIL; :func:`_reader_threads` tells whether the other core is free by then),
+    and each of DuckDB's columns is dropped from ``columns`` once converted, so its buffers are
+    released column by column (the copy costs one column at a time, not the table)."""
     from concurrent.futures import ThreadPoolExecutor
 
     import pyarrow as pa
@@ -155,11 +150,15 @@ def _canonical_table(columns: dict, count: int, constants: dict[str, str]):
     }
     schema = job_arrow_schema()
     converted = [f for f in schema if f.name not in derived and f.name != "state_group"]
-    # the widest columns first, so the two threads end together
+    # the widest columns first, so the threads end together
     converted.sort(key=lambda f: -sum(chunk.nbytes for chunk in columns[f.name].chunks))
-    with ThreadPoolExecutor(_CONVERT_THREADS, thread_name_prefix="convert-jobs") as pool:
-        for made in pool.map(lambda f: _converted_column(columns, f), converted):
-            derived.update(made)
+    if threads == 1:  # on this thread: another one's heap would add to the peak memory
+        for field in converted:
+            derived.update(_converted_column(columns, field))
+    else:
+        with ThreadPoolExecutor(threads, thread_name_prefix="convert-jobs") as pool:
+            for made in pool.map(lambda f: _converted_column(columns, f), converted):
+                derived.update(made)
     return pa.table({f.name: derived[f.name] for f in schema})
 
 
@@ -216,9 +215,10 @@ _TWO_THREADS_FROM_BYTES = 256 * 1024 * 1024
 
 
 def _reader_threads(path: str) -> int:
-    """DuckDB threads for reading ``path``: one for an input parsed in less time than the import of
-    great-expectations takes (the command line imports it on the other core meanwhile, and a second
-    reader thread holds its own buffers: about 40 MB more at the peak), two for larger ones."""
+    """Threads for reading ``path`` and converting its columns: one for an input parsed in less time
+    than the import of great-expectations takes (the command line imports it on the other core
+    meanwhile, and a second thread holds its own buffers: about 40 MB more at the peak of a
+    million-job file, and no faster), two for larger ones."""
     import os
 
     text_bytes = os.path.getsize(path) * (4 if path.endswith(".gz") else 1)  # gzip: about 4× smaller
