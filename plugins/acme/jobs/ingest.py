@@ -676,6 +676,13 @@ def ingest_job_file(
     )
 
 
+# The interpreter's thread switch interval while the partitions are encoded beside the validation
+# (Python's default: 5 ms). On the 1M-job trace py-spy counted about 2.5 s of the encoding threads
+# waiting for the GIL on returning from Arrow's casts and Parquet writes; with 0.2 ms the encoding
+# ended 0.25 s sooner (medians of 4 alternated runs: 1.85 against 2.1 s).
+ENCODING_SWITCH_INTERVAL_S = 0.0002
+
+
 def validate_while_preparing(
     lake: Lake,
     job_input: JobInput,
@@ -697,7 +704,12 @@ def validate_while_preparing(
     before its quarantine and report are written and its share of bad rows is allowed. From then
     on each day encoded is published while the others are still being encoded (on
     :data:`PUBLISH_THREADS` threads: publishing is file or S3 I/O), and the days left after.
+
+    Meanwhile the interpreter switches threads every :data:`ENCODING_SWITCH_INTERVAL_S`: each
+    Arrow call of the encoding releases the GIL and then waits for the validation's thread to
+    hand it back.
     """
+    import sys
     import threading
     from concurrent.futures import Future, ThreadPoolExecutor
 
@@ -729,6 +741,8 @@ def validate_while_preparing(
                 publish_early(day_text)
         return outcome, quarantined, url
 
+    switch_interval = sys.getswitchinterval()
+    sys.setswitchinterval(ENCODING_SWITCH_INTERVAL_S)
     try:
         with ThreadPoolExecutor(1, thread_name_prefix="validate-jobs") as pool:
             validating = pool.submit(validate_and_record, table)
@@ -745,6 +759,7 @@ def validate_while_preparing(
             future.result()  # the first failure is raised
     finally:
         early.shutdown(wait=True, cancel_futures=True)
+        sys.setswitchinterval(switch_interval)
     del table
     return _summary(parsed, outcome, quarantined, quarantine_url, publisher[0].publish_rest())
 

@@ -179,3 +179,40 @@ def test_no_day_is_published_when_too_many_rows_fail(tmp_path, seren_days, prepa
     keys = list(lake_contents(root))
     assert any(key.startswith("quarantine/") for key in keys)
     assert not [key for key in keys if key.startswith("jobs/")]
+
+
+@pytest.mark.parametrize("max_share", [MAX_SHARE, 0.01], ids=["published", "refused"])
+def test_the_thread_switch_interval_is_shortened_only_while_encoding_beside_the_validation(
+    tmp_path, seren_days, monkeypatch, max_share
+):
+    """The short switch interval is the encoding's beside the validation: the days that lost rows,
+    encoded again once it is done, and the process afterwards have their own, also when the input
+    is refused."""
+    import sys
+
+    import acme.jobs.ingest as ingest
+    from acme.errors import QuarantineThresholdError
+
+    seen: list[float] = []
+    encode = ingest.partition_bytes
+    monkeypatch.setattr(
+        ingest, "partition_bytes", lambda rows: seen.append(sys.getswitchinterval()) or encode(rows)
+    )
+    sys.setswitchinterval(0.004)
+    job_input = JobInput("seren", "acmetrace", str(seren_days))
+    parsed = parse_to_table(job_input, seren_days)
+    table, parsed.table = parsed.table, None
+    try:
+        validate_while_preparing(Lake(str(tmp_path / "lake")), job_input, table, parsed, max_share)
+    except QuarantineThresholdError:
+        assert max_share == 0.01
+    finally:
+        after = sys.getswitchinterval()
+        sys.setswitchinterval(0.005)
+    short = [interval == pytest.approx(ingest.ENCODING_SWITCH_INTERVAL_S) for interval in seen]
+    assert short and short[0], "the days encoded ahead, beside the validation"
+    assert all(short) if max_share == 0.01 else not all(short), "days that lost rows: encoded again after"
+    assert all(
+        was_short or interval == pytest.approx(0.004) for was_short, interval in zip(short, seen, strict=True)
+    )
+    assert after == pytest.approx(0.004)
