@@ -152,7 +152,7 @@ def _canonical_table(columns: dict, count: int, constants: dict[str, str], threa
     converted = [f for f in schema if f.name not in derived and f.name != "state_group"]
     # the widest columns first, so the threads end together
     converted.sort(key=lambda f: -sum(chunk.nbytes for chunk in columns[f.name].chunks))
-    if threads == 1:  # on this thread: another one's heap would add to the peak memory
+    if threads == 1:  # on this thread: a pool of one would only add a thread
         for field in converted:
             derived.update(_converted_column(columns, field))
     else:
