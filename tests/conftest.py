@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import fcntl
 import logging
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -13,8 +15,13 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 SHARED_REFERENCE = ROOT.parent / "shared" / "reference"
 
-# ACME_TEST_AIRFLOW_HOME lets parallel test sessions keep separate metadata DBs.
-os.environ["AIRFLOW_HOME"] = os.environ.get("ACME_TEST_AIRFLOW_HOME") or str(ROOT / ".airflow-test")
+# ACME_TEST_AIRFLOW_HOME lets parallel test sessions keep separate metadata DBs; each pytest-xdist worker
+# of one session (gw0, gw1, ...) has its own home under it, with a copy of a DB migrated once for them all
+# (airflow_db), kept unused in MIGRATED_TEMPLATE.
+BASE_AIRFLOW_HOME = Path(os.environ.get("ACME_TEST_AIRFLOW_HOME") or ROOT / ".airflow-test")
+MIGRATED_TEMPLATE = BASE_AIRFLOW_HOME / "migrated-template"
+XDIST_WORKER = os.environ.get("PYTEST_XDIST_WORKER")
+os.environ["AIRFLOW_HOME"] = str(BASE_AIRFLOW_HOME / XDIST_WORKER if XDIST_WORKER else BASE_AIRFLOW_HOME)
 os.environ["AIRFLOW__CORE__DAGS_FOLDER"] = str(ROOT / "dags")
 os.environ["AIRFLOW__CORE__PLUGINS_FOLDER"] = str(ROOT / "plugins")
 os.environ["AIRFLOW__CORE__LOAD_EXAMPLES"] = "False"
@@ -43,14 +50,27 @@ def _no_root_log_handler_on_a_closed_stream() -> None:
 
 @pytest.fixture(scope="session")
 def airflow_db() -> Path:
-    """A migrated SQLite metadata DB for dag.test() (migrated once, then reused)."""
+    """A migrated SQLite metadata DB for dag.test() (migrated once, then reused; a worker of a parallel
+    session starts from a copy of :data:`MIGRATED_TEMPLATE`)."""
     home = Path(os.environ["AIRFLOW_HOME"])
-    stamp = home / ".migrated"
-    if not stamp.exists():
+    if XDIST_WORKER and not (home / ".migrated").exists():
+        migrated_db(MIGRATED_TEMPLATE)
         home.mkdir(parents=True, exist_ok=True)
-        airflow = Path(sys.executable).with_name("airflow")
-        subprocess.run([str(airflow), "db", "migrate"], check=True, capture_output=True)
-        stamp.touch()
+        shutil.copyfile(MIGRATED_TEMPLATE / "airflow.db", home / "airflow.db")
+        (home / ".migrated").touch()
+    return migrated_db(home)
+
+
+def migrated_db(home: Path) -> Path:
+    """``home`` with a migrated ``airflow.db``; workers that ask at once wait for the first one's migration."""
+    home.mkdir(parents=True, exist_ok=True)
+    with (home / ".migrate.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        if not (home / ".migrated").exists():
+            airflow = Path(sys.executable).with_name("airflow")
+            env = dict(os.environ, AIRFLOW_HOME=str(home))
+            subprocess.run([str(airflow), "db", "migrate"], check=True, capture_output=True, env=env)
+            (home / ".migrated").touch()
     return home
 
 

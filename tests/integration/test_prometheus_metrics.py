@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import signal
 import subprocess
 import time
@@ -24,6 +23,7 @@ from acme.lake import Lake
 from acme.metrics.ingest import ingest_metrics_file
 from acme.metrics.storage import read_samples
 from acme.metrics.synth import write_synth_metrics
+from tests.debian_packages import ensure_commands
 from tests.integration.conftest import free_port
 from tests.metrics_support import read_snapshots, to_frame
 
@@ -32,13 +32,7 @@ DAY = date(2023, 7, 1)
 
 
 def ensure_prometheus() -> None:
-    if shutil.which("prometheus") and shutil.which("promtool"):
-        return
-    install = ["apt-get", "install", "-y", "--no-install-recommends", "prometheus"]
-    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
-    if subprocess.run(install, env=env, capture_output=True).returncode != 0:
-        subprocess.run(["apt-get", "update"], env=env, check=True, capture_output=True)
-        subprocess.run(install, env=env, check=True, capture_output=True)
+    ensure_commands(["prometheus", "promtool"], ["prometheus"])
 
 
 @pytest.fixture(scope="module")

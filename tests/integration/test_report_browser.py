@@ -28,6 +28,7 @@ import pytest
 from acme.jobs.ingest import JobInput, ingest_job_file
 from acme.lake import Lake
 from acme.report.build import build_report
+from tests.debian_packages import ensure_commands
 from tests.integration.conftest import free_port
 
 pytestmark = pytest.mark.integration
@@ -38,14 +39,7 @@ ARTIFACTS = ROOT / "test-artifacts"
 
 def ensure_chromium() -> str:
     """Debian's chromium, installed with apt-get when missing."""
-    found = shutil.which("chromium")
-    if found:
-        return found
-    install = ["apt-get", "install", "-y", "--no-install-recommends", "chromium"]
-    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
-    if subprocess.run(install, env=env, capture_output=True).returncode != 0:
-        subprocess.run(["apt-get", "update"], env=env, check=True, capture_output=True)
-        subprocess.run(install, env=env, check=True, capture_output=True)
+    ensure_commands(["chromium"], ["chromium"])
     return shutil.which("chromium")
 
 

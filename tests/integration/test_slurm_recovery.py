@@ -11,7 +11,6 @@ resubmits the job with ``sbatch --exclude`` and the resume variables, which the 
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -26,6 +25,7 @@ from acme.recovery.recover import RecoveryRequest
 from acme.recovery.slurm_backend import SlurmBackend, SlurmCommandError, parse_oneliner
 from acme.recovery.synth_checkpoints import write_checkpoint
 from acme.settings import recovery as recovery_settings
+from tests.debian_packages import ensure_commands
 from tests.integration.conftest import free_port
 from tests.recovery_support import recover
 
@@ -37,22 +37,7 @@ DAEMONS = ["slurmctld", "slurmd", "munged", "scontrol", "srun", "sbatch"]
 
 
 def ensure_slurm() -> None:
-    if all(shutil.which(name) for name in DAEMONS):
-        return
-    install = [
-        "apt-get",
-        "install",
-        "-y",
-        "--no-install-recommends",
-        "slurmctld",
-        "slurmd",
-        "slurm-client",
-        "munge",
-    ]
-    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
-    if subprocess.run(install, env=env, capture_output=True).returncode != 0:
-        subprocess.run(["apt-get", "update"], env=env, check=True, capture_output=True)
-        subprocess.run(install, env=env, check=True, capture_output=True)
+    ensure_commands(DAEMONS, ["slurmctld", "slurmd", "slurm-client", "munge"])
 
 
 def slurm_conf(work: Path, hostname: str) -> str:
