@@ -209,6 +209,8 @@ import sqlalchemy  # hidden from great-expectations' import only: importable aft
 assert sqlalchemy.select(sqlalchemy.literal(1)) is not None
 import boto3, jsonschema
 assert boto3.client("s3", region_name="us-east-1", aws_access_key_id="k", aws_secret_access_key="s")
+from great_expectations.datasource.fluent import spark_datasource  # a placeholder during the import only
+assert type(spark_datasource).__name__ == "module" and hasattr(spark_datasource.SparkDatasource, "__fields__")
 assert sys.modules["jsonschema"] is jsonschema and type(jsonschema).__name__ == "module"
 print("ok")
 """
@@ -230,6 +232,74 @@ print("ok")
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "ok"
+
+
+BROKEN_ROWS_REPORT = """
+import json, sys
+import pandas as pd
+from acme.jobs.acmetrace import parse_acmetrace_table
+from acme.jobs.schema import jobs_from_arrow
+from acme.jobs.validate import import_great_expectations, validate_jobs
+if sys.argv[2] == "plain":
+    import great_expectations  # its own import, every data source real: import_great_expectations() keeps it
+gx = import_great_expectations()
+placeholders = sorted(n for n, m in sys.modules.items() if type(m).__name__ == "_PlaceholderModule")
+jobs = jobs_from_arrow(parse_acmetrace_table(sys.argv[1], "seren").jobs).head(12)
+jobs.loc[0, "state"] = "EXPLODED"
+jobs.loc[1, "start_time"] = jobs.loc[1, "submit_time"] - pd.Timedelta(seconds=5)
+jobs.loc[2, "run_s"] = -1.0
+jobs.loc[3, "job_type"] = "Training"
+jobs.loc[4, "job_id"] = jobs.loc[5, "job_id"]
+jobs.loc[6, "user"] = None
+jobs.loc[7, "gpu_time"] = 1e9
+jobs.loc[8, "end_time"] = pd.NaT
+jobs.loc[9, "state"] = "RUNNING"
+jobs.loc[10, "job_id"] = None
+outcome = validate_jobs(jobs, layout="seren", source_file="s")
+from great_expectations.datasource import fluent
+print(json.dumps({"report": outcome.report, "rejected": outcome.rejected.to_dict("records"),
+                  "accepted": outcome.accepted["source_line"].tolist(), "placeholders": placeholders,
+                  "sql_datasource": fluent.SQLDatasource.__module__ + ":" + str(hasattr(fluent.SQLDatasource, "__fields__"))},
+                 default=str))
+"""
+
+
+def test_placeholder_data_sources_leave_every_expectation_result_as_with_all_of_them_real(tmp_path):
+    """Rows that break each rule get the same report, reasons and accepted rows whether great-expectations
+    was imported with its Spark/SQL/cloud data sources as placeholders (import_great_expectations) or
+    with all of them real (its own import first), in fresh interpreters; no placeholder stays in
+    ``sys.modules``, and the real module is imported by whoever asks for it afterwards."""
+    import datetime as dt
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import acme
+    from acme.jobs.synth import write_synth_trace
+
+    sample = write_synth_trace("seren", dt.date(2023, 7, 1), 1, tmp_path / "trace_seren.csv", seed=3)["path"]
+    environ = {
+        **os.environ,
+        "PYTHONPATH": str(Path(acme.__file__).parents[1]),
+        "GX_ANALYTICS_ENABLED": "false",
+    }
+    results = {}
+    for mode in ("placeholders", "plain"):
+        done = subprocess.run(
+            [sys.executable, "-c", BROKEN_ROWS_REPORT, str(sample), mode],
+            capture_output=True, text=True, timeout=120, env=environ,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        results[mode] = json.loads(done.stdout.strip().splitlines()[-1])
+    with_placeholders, plain = results["placeholders"], results["plain"]
+    assert with_placeholders["placeholders"] == plain["placeholders"] == []
+    # the package keeps the placeholder class it was given; the real one has pydantic fields
+    assert with_placeholders["sql_datasource"] == "great_expectations.datasource.fluent.sql_datasource:False"
+    assert plain["sql_datasource"] == "great_expectations.datasource.fluent.sql_datasource:True"
+    assert len(with_placeholders["rejected"]) >= 10  # the broken rows are found ...
+    for key in ("report", "rejected", "accepted"):
+        assert with_placeholders[key] == plain[key], key  # ... the same way
 
 
 def test_only_the_thread_importing_great_expectations_is_refused_sqlalchemy():

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.abc
+import importlib.machinery
 import importlib.util
 import os
 import sys
@@ -414,6 +415,27 @@ DEFERRED_BY_GX_IMPORT = ("scipy.stats", "altair", "jsonschema", "mistune")
 # third of the rest of the import's CPU (1.8 -> 1.3 s); in an Airflow process it is always
 # imported already.
 HIDDEN_FROM_GX_IMPORT = ("sqlalchemy", "psycopg2", "boto3", "botocore")
+# great-expectations' fluent data sources for back ends this project never gives it (Spark, SQL databases
+# and warehouses, Fabric, and pandas on S3, GCS, Azure and DBFS): its import loads them all, and each
+# defines and registers its pydantic models. While it imports, each of these modules is a placeholder
+# whose every name is an empty class (nothing registered, no ``add_spark``); the pandas data source
+# the suite runs on is real. Import CPU 1.1 -> 0.77 s; a million-job command line 3.50 -> 3.10 s wall
+# (medians of 5 alternated runs, 2026-12-07). The placeholders leave ``sys.modules`` after the import:
+# code that imports such a module afterwards gets the real one.
+_FLUENT = "great_expectations.datasource.fluent."
+PLACEHOLDERS_IN_GX_IMPORT = tuple(
+    _FLUENT + name
+    for name in (
+        "alloy_datasource", "aurora_datasource", "bigquery_datasource", "citus_datasource", "fabric",
+        "fabric_datasource", "postgres_datasource", "neon_datasource", "redshift_datasource",
+        "spark_datasource", "spark_file_path_datasource", "spark_filesystem_datasource",
+        "spark_dbfs_datasource", "spark_s3_datasource", "spark_google_cloud_storage_datasource",
+        "spark_azure_blob_storage_datasource", "sql_datasource", "sql_server_datasource",
+        "sqlite_datasource", "databricks_sql_datasource", "snowflake_datasource",
+        "pandas_dbfs_datasource", "pandas_s3_datasource", "pandas_google_cloud_storage_datasource",
+        "pandas_azure_blob_storage_datasource",
+    )
+)  # fmt: skip
 _IMPORTING = threading.RLock()
 
 
@@ -427,6 +449,35 @@ class _HiddenFromThread(importlib.abc.MetaPathFinder):
         if threading.get_ident() == self.thread and fullname.partition(".")[0] in self.names:
             raise ModuleNotFoundError(f"{fullname} is hidden from great-expectations' import", name=fullname)
         return None
+
+
+class _PlaceholderModule(ModuleType):
+    """A module of :data:`PLACEHOLDERS_IN_GX_IMPORT`: any name asked of it is an empty class."""
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        placeholder = type(name, (), {"__module__": self.__name__})
+        setattr(self, name, placeholder)
+        return placeholder
+
+
+class _PlaceholdersForThread(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """Gives ``thread`` a :class:`_PlaceholderModule` for each of ``names``."""
+
+    def __init__(self, names: tuple[str, ...], thread: int) -> None:
+        self.names, self.thread = names, thread
+
+    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
+        if threading.get_ident() == self.thread and fullname in self.names:
+            return importlib.machinery.ModuleSpec(fullname, self)
+        return None
+
+    def create_module(self, spec: Any) -> ModuleType:
+        return _PlaceholderModule(spec.name)
+
+    def exec_module(self, module: ModuleType) -> None:
+        pass
 
 
 class _DeferredModule(ModuleType):
@@ -447,24 +498,43 @@ class _DeferredModule(ModuleType):
 
 def import_great_expectations() -> ModuleType:
     """``great_expectations``, imported with :data:`DEFERRED_BY_GX_IMPORT` left unloaded until
-    something uses them and :data:`HIDDEN_FROM_GX_IMPORT` unseen by it. The stand-ins are only in
-    ``sys.modules`` during the import, and only this thread's import is refused the hidden modules:
-    code that imports those modules afterwards, or meanwhile on another thread, gets the real ones."""
+    something uses them, :data:`HIDDEN_FROM_GX_IMPORT` unseen by it and
+    :data:`PLACEHOLDERS_IN_GX_IMPORT` as placeholders. The stand-ins and placeholders are only in
+    ``sys.modules`` during the import, and only this thread's import is given them or refused the
+    hidden modules: code that imports those modules afterwards, or meanwhile on another thread, gets
+    the real ones."""
     os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
     with _IMPORTING:
         if "great_expectations" not in sys.modules:
             standing_in = _stand_ins(DEFERRED_BY_GX_IMPORT)
             hidden = [name for name in HIDDEN_FROM_GX_IMPORT if name not in sys.modules]
-            finder = _HiddenFromThread(tuple(hidden), threading.get_ident())
-            sys.meta_path.insert(0, finder)
+            thread = threading.get_ident()
+            finders = [
+                _HiddenFromThread(tuple(hidden), thread),
+                _PlaceholdersForThread(PLACEHOLDERS_IN_GX_IMPORT, thread),
+            ]
+            sys.meta_path[:0] = finders
             try:
                 importlib.import_module("great_expectations")
             finally:
-                sys.meta_path.remove(finder)
+                for finder in finders:
+                    sys.meta_path.remove(finder)
                 for name, module in standing_in.items():
                     if sys.modules.get(name) is module:
                         del sys.modules[name]
+                _drop_placeholders()
     return sys.modules["great_expectations"]
+
+
+def _drop_placeholders() -> None:
+    """Take the placeholder modules out of ``sys.modules`` and off their package, so the next import
+    of one (``import a.b`` or ``from a import b``) loads the real module."""
+    for name in PLACEHOLDERS_IN_GX_IMPORT:
+        if isinstance(sys.modules.get(name), _PlaceholderModule):
+            del sys.modules[name]
+            package, _, child = name.rpartition(".")
+            if isinstance(getattr(sys.modules.get(package), child, None), _PlaceholderModule):
+                delattr(sys.modules[package], child)
 
 
 def _stand_ins(names: tuple[str, ...]) -> dict[str, _DeferredModule]:
