@@ -27,6 +27,8 @@ _.HASH_THRESHOLD  # great_expectations pandas engine setting (jobs/validate.py)
 _.progress_bars  # great_expectations context setting (jobs/validate.py)
 
 # Dynamic dispatch
+_.create_module  # importlib Loader protocol: the import system calls it (jobs/validate.py placeholders)
+_.exec_module  # importlib Loader protocol (jobs/validate.py placeholders)
 _.fragments  # report section entries (report/sections.py): read by include/report/templates/report.html.j2
 __getattr__  # PEP 562 lazy exports of acme.evaluation (evaluation/__init__.py)
 
