@@ -216,3 +216,31 @@ def test_the_thread_switch_interval_is_shortened_only_while_encoding_beside_the_
         was_short or interval == pytest.approx(0.004) for was_short, interval in zip(short, seen, strict=True)
     )
     assert after == pytest.approx(0.004)
+
+
+@pytest.mark.parametrize("clean", [True, False], ids=["every-row-kept", "rows-quarantined"])
+def test_the_publisher_takes_the_day_slices_of_the_encoding_when_validation_kept_every_row(
+    tmp_path, seren_days, monkeypatch, clean
+):
+    """The days are sliced once when the accepted rows are the parsed table itself, twice when
+    validation took rows out (the publisher slices what is left); the lake is the sequential path's."""
+    import acme.jobs.ingest as ingest
+    from acme.jobs.synth import write_synth_trace
+
+    path = tmp_path / "clean.csv" if clean else seren_days
+    if clean:
+        write_synth_trace("seren", date(2023, 3, 1), 3, path, scale=0.002, seed=4)
+    job_input = JobInput("seren", "acmetrace", str(path))
+    sequential = tmp_path / "sequential"
+    ingest_sequentially(Lake(str(sequential)), job_input, path, MAX_SHARE)
+    sliced = []
+    monkeypatch.setattr(
+        ingest,
+        "_day_slices",
+        lambda table, day, real=ingest._day_slices: sliced.append(1) or real(table, day),
+    )
+    pipelined = tmp_path / "pipelined"
+    summary = ingest_pipelined(Lake(str(pipelined)), job_input, path, MAX_SHARE)
+    assert (summary["quarantined"] == 0) is clean and len(summary["partitions"]) >= 3
+    assert len(sliced) == (1 if clean else 2)
+    assert lake_contents(pipelined) == lake_contents(sequential)
