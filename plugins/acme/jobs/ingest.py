@@ -487,10 +487,9 @@ class SharedDaySlices:
 
     def offer(self, table: pa.Table, slices: tuple[pa.Table, Any, list[tuple[int, int]]]) -> None:
         self._slices = (table, slices)
-        self._ready.set()
 
-    def withdraw(self) -> None:
-        """Nothing to offer (or nothing more): :meth:`take` stops waiting."""
+    def close(self) -> None:
+        """Nothing more will be offered: :meth:`take` stops waiting."""
         self._ready.set()
 
     def take(self, table: pa.Table) -> tuple[pa.Table, Any, list[tuple[int, int]]] | None:
@@ -600,7 +599,7 @@ def _partition_slices(
     table: pa.Table, day: date | None, shared: SharedDaySlices | None
 ) -> tuple[pa.Table, Any, list[tuple[int, int]]] | None:
     """The day slices :func:`prepare_partitions` encodes (None when it encodes nothing), offered to
-    ``shared``; ``shared`` stops waiting whatever happens here."""
+    ``shared``, which is closed whatever happens here."""
     from acme.jobs.schema import job_schema_drift, with_current_columns
 
     try:
@@ -613,7 +612,7 @@ def _partition_slices(
         return slices
     finally:
         if shared is not None:
-            shared.withdraw()
+            shared.close()
 
 
 def _in_partition_order(table: pa.Table, days) -> bool:

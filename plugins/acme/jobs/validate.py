@@ -439,14 +439,21 @@ PLACEHOLDERS_IN_GX_IMPORT = tuple(
 _IMPORTING = threading.RLock()
 
 
-class _HiddenFromThread(importlib.abc.MetaPathFinder):
-    """Finds nothing for ``names`` (and their submodules) when imported from ``thread``."""
+class _FinderForThread(importlib.abc.MetaPathFinder):
+    """A finder that acts on the imports of ``names`` made on ``thread`` only."""
 
     def __init__(self, names: tuple[str, ...], thread: int) -> None:
         self.names, self.thread = names, thread
 
+    def _on_thread(self) -> bool:
+        return threading.get_ident() == self.thread
+
+
+class _HiddenFromThread(_FinderForThread):
+    """Finds nothing for ``names`` (and their submodules) when imported from ``thread``."""
+
     def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> None:
-        if threading.get_ident() == self.thread and fullname.partition(".")[0] in self.names:
+        if self._on_thread() and fullname.partition(".")[0] in self.names:
             raise ModuleNotFoundError(f"{fullname} is hidden from great-expectations' import", name=fullname)
         return None
 
@@ -462,14 +469,11 @@ class _PlaceholderModule(ModuleType):
         return placeholder
 
 
-class _PlaceholdersForThread(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+class _PlaceholdersForThread(_FinderForThread, importlib.abc.Loader):
     """Gives ``thread`` a :class:`_PlaceholderModule` for each of ``names``."""
 
-    def __init__(self, names: tuple[str, ...], thread: int) -> None:
-        self.names, self.thread = names, thread
-
     def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
-        if threading.get_ident() == self.thread and fullname in self.names:
+        if self._on_thread() and fullname in self.names:
             return importlib.machinery.ModuleSpec(fullname, self)
         return None
 
